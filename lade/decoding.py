@@ -1,0 +1,283 @@
+"""The lookahead decoding loop. The loop is not a strategy: proposers, pools and verifiers plug in.
+
+One step = one forward pass of the unmodified model over ``[last token | lookahead branch |
+verification branch]`` (``lade.layout``), with explicit ``position_ids`` and a 4D mask, against a
+cache holding the committed prefix. The verifier commits at least one token; the proposer advances
+its window and harvests n-grams into the pool; the cache keeps the accepted tokens' keys/values.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+
+from lade.attention import MaskPlan, context_length
+from lade.cache import commit, new_cache
+from lade.interfaces import NGramPool, Proposer, Verifier
+from lade.layout import StepLayout, additive_mask, chain_layout, step_layout, visibility
+from lade.types import Candidates, DecodingMetrics, GenerationResult
+from pools.bucket import BucketedNGramPool
+from pools.eviction import LRUEviction
+from strategies.greedy import GreedyVerifier
+from strategies.jacobi import JacobiProposer
+
+Streamer = Callable[[list[int]], None]
+
+
+def _positive_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass
+class _Timer:
+    """Accumulates wall time per stage into a metrics dict."""
+
+    totals: dict[str, float]
+    _start: float = field(default_factory=time.perf_counter)
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.totals[stage] += now - self._start
+        self._start = now
+
+
+class LookaheadDecoder:
+    """Lossless lookahead decoding of a Hugging Face causal LM.
+
+    Args:
+        model: any decoder-only transformers model that accepts a 4D ``attention_mask``,
+            ``position_ids`` and a ``DynamicCache`` (Llama, Qwen2, Mistral, GPT-2, Gemma 3, ...).
+        window: W, guesses per lookahead level (>= 1).
+        ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step.
+        guess: G, candidates verified per step (>= 0; 0 disables verification).
+        proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
+            capacity G (at least 1) and LRU eviction, and greedy verification.
+        seed: seeds the default proposer's window initialisation.
+
+    The pool is cleared at every ``generate`` call.
+    """
+
+    def __init__(
+        self,
+        model,
+        window: int = 7,
+        ngram: int = 5,
+        guess: int = 7,
+        proposer: Proposer | None = None,
+        pool: NGramPool | None = None,
+        verifier: Verifier | None = None,
+        seed: int = 0,
+    ):
+        self.window = _positive_int("window", window, 1)
+        self.ngram = _positive_int("ngram", ngram, 2)
+        self.guess = _positive_int("guess", guess, 0)
+        self.model = model
+        self.proposer = proposer or JacobiProposer(window, ngram, seed=seed)
+        self.pool = pool or BucketedNGramPool(ngram, capacity=max(guess, 1), eviction=LRUEviction())
+        self.verifier = verifier or GreedyVerifier()
+        self.mask_plan = MaskPlan.from_config(model.config)
+        self.context_length = context_length(model.config)
+        self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
+        self._layouts: dict[tuple, StepLayout] = {}
+
+    # ------------------------------------------------------------------ public API
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int = 128,
+        eos_token_id: int | Iterable[int] | None = None,
+        streamer: Streamer | None = None,
+        generator: torch.Generator | None = None,
+    ) -> GenerationResult:
+        """Greedy-decode up to ``max_new_tokens`` tokens after ``input_ids``.
+
+        Args:
+            input_ids: LongTensor [1, T] (or [T]), T >= 1.
+            max_new_tokens: upper bound on generated tokens (>= 0; 0 returns the prompt).
+            eos_token_id: id or ids that end generation (the first one generated is kept and nothing
+                after it); default: the model's ``generation_config.eos_token_id``.
+            streamer: called with the tokens committed by each step, in order; an object with
+                ``put``/``end`` methods (a transformers ``BaseStreamer``) is driven like ``generate`` does.
+            generator: seeds the proposer's window initialisation for this call.
+
+        Returns:
+            ``GenerationResult`` with ``sequences`` LongTensor [1, T + new] and ``metrics``.
+        """
+        started = time.perf_counter()
+        prompt = self._check_input_ids(input_ids)
+        max_new_tokens = _positive_int("max_new_tokens", max_new_tokens, 0)
+        eos = self._check_eos(eos_token_id)
+        if self.context_length is not None and prompt.shape[0] + max_new_tokens > self.context_length:
+            raise ValueError(
+                f"prompt length {prompt.shape[0]} + max_new_tokens {max_new_tokens} exceeds the model's "
+                f"context length {self.context_length}"
+            )
+        metrics = DecodingMetrics()
+        if hasattr(streamer, "put"):
+            streamer.put(prompt[None].cpu())
+        generated: list[int] = []
+        if max_new_tokens > 0:
+            generated = self._decode(prompt, max_new_tokens, eos, streamer, generator, metrics)
+        if hasattr(streamer, "end"):
+            streamer.end()
+        new = torch.tensor(generated, dtype=prompt.dtype, device=prompt.device)
+        metrics.new_tokens = len(generated)
+        metrics.total_s = time.perf_counter() - started
+        return GenerationResult(sequences=torch.cat([prompt, new])[None], metrics=metrics)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _decode(self, prompt, max_new_tokens, eos, streamer, generator, metrics) -> list[int]:
+        cache = new_cache()
+        prefill_start = time.perf_counter()
+        if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
+            self._forward(prompt[:-1], self._layout_chain(prompt.shape[0] - 1), 0, cache, logits=False)
+        metrics.prefill_s = time.perf_counter() - prefill_start
+        self.pool.reset()
+        self.proposer.start(prompt, generator)
+
+        last = int(prompt[-1])
+        prefix_len = prompt.shape[0] - 1  # positions in the cache = position of the last token
+        generated: list[int] = []
+        timer = _Timer(metrics.time_s)
+        while len(generated) < max_new_tokens:
+            branch = self.proposer.lookahead_branch()
+            continuations = self.pool.candidates(last, self.guess)
+            candidates = Candidates(
+                torch.tensor(continuations, dtype=torch.long, device=prompt.device).view(-1, self.ngram - 1)
+            )
+            layout = self._layout(branch.num_levels, branch.window, candidates.count)
+            tokens = torch.cat(
+                [prompt.new_tensor([last]), branch.levels.flatten(), candidates.tokens.flatten()]
+            )
+            timer.lap("propose")
+
+            logits = self._forward(tokens, layout, prefix_len, cache)  # [S, V]
+            timer.lap("forward")
+
+            verification = self.verifier.verify(
+                torch.cat([logits[:1], logits[layout.candidates]]), candidates
+            )
+            timer.lap("verify")
+
+            newest = logits[layout.newest_level] if branch.num_levels else None
+            self.pool.add(self.proposer.update(newest, verification))
+            if verification.candidate_index >= 0:
+                self.pool.record_hit(last, continuations[verification.candidate_index])
+            new, stop = self._truncate(verification.tokens, max_new_tokens - len(generated), eos)
+            metrics.steps += 1
+            metrics.accepted_histogram[len(verification.tokens)] += 1
+            metrics.tokens_per_step.append(len(new))
+            generated.extend(new)
+            if streamer is not None:
+                streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
+            if stop or len(generated) >= max_new_tokens:
+                timer.lap("update")
+                break
+            # keep the last token and the accepted candidate tokens (all but the new last token)
+            accepted_rows = [
+                layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)
+            ]
+            commit(cache, prefix_len, layout.size, [0, *accepted_rows])
+            prefix_len += len(new)
+            last = new[-1]
+            timer.lap("update")
+        return generated
+
+    @staticmethod
+    def _truncate(tokens: list[int], budget: int, eos: frozenset[int]) -> tuple[list[int], bool]:
+        """Cut a step's tokens at the token budget and just after the first EOS."""
+        tokens = tokens[:budget]
+        for i, token in enumerate(tokens):
+            if token in eos:
+                return tokens[: i + 1], True
+        return tokens, False
+
+    def _forward(self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, logits: bool = True):
+        """Run the model over one step's tokens [S]; return logits [S, V] (or None)."""
+        positions = prefix_len + layout.depths
+        if self.context_length is not None:
+            # Only guesses past the end of the budget can reach here; their outputs are never committed.
+            positions = positions.clamp(max=self.context_length - 1)
+        masks = {
+            kind: additive_mask(visibility(layout.tree_mask, prefix_len, positions, window), self.model.dtype)
+            for kind, window in self.mask_plan.windows.items()
+        }
+        attention_mask = masks if self.mask_plan.by_layer_type else next(iter(masks.values()))
+        extra = {} if logits else {"logits_to_keep": 1}
+        out = self.model(
+            input_ids=tokens[None],
+            position_ids=positions[None],
+            attention_mask=attention_mask,
+            cache=cache,
+            use_cache=True,
+            **extra,
+        )
+        return out.logits[0] if logits else None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _input_device(self) -> torch.device:
+        return self.model.get_input_embeddings().weight.device
+
+    def _layout(self, num_levels: int, window: int, num_candidates: int) -> StepLayout:
+        key = (num_levels, window, num_candidates)
+        if key not in self._layouts:
+            self._layouts[key] = self._to_device(
+                step_layout(num_levels, window, num_candidates, self.ngram - 1)
+            )
+        return self._layouts[key]
+
+    def _layout_chain(self, length: int) -> StepLayout:
+        return self._to_device(chain_layout(length))
+
+    def _to_device(self, layout: StepLayout) -> StepLayout:
+        device = self._input_device()
+        return StepLayout(
+            layout.num_levels,
+            layout.window,
+            layout.num_candidates,
+            layout.candidate_len,
+            layout.parents,
+            layout.depths.to(device),
+            layout.tree_mask.to(device),
+        )
+
+    def _check_input_ids(self, input_ids) -> torch.Tensor:
+        if not isinstance(input_ids, torch.Tensor):
+            raise ValueError(
+                f"input_ids must be a LongTensor of shape [1, T], got {type(input_ids).__name__}"
+            )
+        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
+            raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+        if input_ids.dim() == 2:
+            if input_ids.shape[0] != 1:
+                raise ValueError(
+                    f"input_ids has batch size {input_ids.shape[0]}; only batch size 1 is supported for now"
+                )
+            input_ids = input_ids[0]
+        elif input_ids.dim() != 1:
+            raise ValueError(f"input_ids must have shape [1, T], got {tuple(input_ids.shape)}")
+        if input_ids.numel() == 0:
+            raise ValueError("input_ids is empty: at least one prompt token is needed")
+        if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.vocab_size:
+            raise ValueError(f"input_ids holds ids outside the vocabulary [0, {self.vocab_size})")
+        return input_ids.to(device=self._input_device(), dtype=torch.long)
+
+    def _check_eos(self, eos_token_id) -> frozenset[int]:
+        if eos_token_id is None:
+            eos_token_id = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if eos_token_id is None:
+            return frozenset()
+        ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+        for token in ids:
+            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
+                raise ValueError(f"eos_token_id {token!r} is outside the vocabulary [0, {self.vocab_size})")
+        return frozenset(ids)

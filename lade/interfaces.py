@@ -1,0 +1,93 @@
+"""The four extension points of the decoding loop, as small abstract base classes.
+
+A strategy never owns the loop (``lade.decoding`` does): it is asked for tokens, handed logits,
+and returns plain data (``lade.types``). A new strategy is one subclass.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from lade.types import Candidates, LookaheadBranch, Verification
+
+
+class Proposer(ABC):
+    """Owns the lookahead window: which guesses run each step, and how they evolve."""
+
+    def start(self, prompt: torch.Tensor, generator: torch.Generator | None = None) -> None:  # noqa: B027
+        """Begin a new sequence. ``prompt``: LongTensor [T] (on the model's input device)."""
+
+    @abstractmethod
+    def lookahead_branch(self) -> LookaheadBranch:
+        """The levels to run this step: LongTensor [L, W] inside a ``LookaheadBranch`` (L may be 0)."""
+
+    @abstractmethod
+    def update(
+        self, newest_level_logits: torch.Tensor | None, accepted: Verification
+    ) -> list[tuple[int, ...]]:
+        """Advance the window after a step and return the n-grams it harvested.
+
+        Args:
+            newest_level_logits: FloatTensor [W, V], the model's logits at the newest level's
+                tokens (each predicts the token one position further), or None when L was 0.
+            accepted: what the verifier committed this step.
+
+        Returns:
+            n-grams of N tokens each (N = the proposer's n-gram size), for the pool.
+        """
+
+
+@dataclass(frozen=True)
+class EntryStats:
+    """Bookkeeping an eviction policy may look at, counted in pool insertions ("ticks")."""
+
+    inserted: int  # tick of the first insertion
+    touched: int  # tick of the latest insertion (re-inserting an n-gram touches it)
+    hits: int  # times it was returned as a candidate and fully or partly accepted
+
+
+class EvictionPolicy(ABC):
+    """Picks which entry of a full bucket to drop. Pure: the same entries give the same victim."""
+
+    @abstractmethod
+    def victim(self, entries: Sequence[EntryStats]) -> int:
+        """Index into ``entries`` (non-empty) of the entry to evict."""
+
+
+class NGramPool(ABC):
+    """Stores n-grams and serves the candidates to verify after a given token."""
+
+    @abstractmethod
+    def add(self, ngrams: Sequence[Sequence[int]]) -> None:
+        """Insert n-grams of N tokens each; the first token is the key."""
+
+    @abstractmethod
+    def candidates(self, key: int, limit: int) -> list[tuple[int, ...]]:
+        """At most ``limit`` continuations (N-1 tokens each) stored under ``key``."""
+
+    def record_hit(self, key: int, continuation: tuple[int, ...]) -> None:  # noqa: B027
+        """Called when a continuation served as a candidate was (partly) accepted."""
+
+    def reset(self) -> None:  # noqa: B027
+        """Forget everything (a new, unrelated sequence)."""
+
+
+class Verifier(ABC):
+    """Decides which tokens to commit from the model's logits over the verification branch."""
+
+    @abstractmethod
+    def verify(self, logits: torch.Tensor, candidates: Candidates) -> Verification:
+        """Accept the longest valid prefix of one candidate plus one token from the model.
+
+        Args:
+            logits: FloatTensor [1 + G' * (N-1), V]. Row 0 holds the logits after the last committed
+                token; row ``1 + i * (N-1) + j`` those after token ``j`` of candidate ``i``.
+            candidates: LongTensor [G', N-1] inside a ``Candidates``.
+
+        Returns:
+            a ``Verification`` with at least one token.
+        """

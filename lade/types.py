@@ -1,0 +1,112 @@
+"""Frozen dataclasses passed between the decoding loop and its strategies.
+
+Every tensor field carries a shape comment. ``L`` is the number of filled lookahead levels
+(1..N-1), ``W`` the window size, ``N`` the n-gram size, ``G'`` the number of candidates verified
+this step (0..G) and ``V`` the vocabulary size.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class LookaheadBranch:
+    """The guesses a proposer wants run through the model this step.
+
+    Level ``r``, column ``c`` sits at position ``p + 1 + r + c`` (``p`` = position of the last
+    committed token) and sees the prompt, the last token, level 0 up to column ``c`` and column ``c``
+    of the levels below ``r``: one token per earlier position (see ``lade.layout``).
+    """
+
+    levels: torch.Tensor  # [L, W] token ids, level 0 = oldest; L = 0 means "no lookahead branch"
+
+    @property
+    def num_levels(self) -> int:
+        return self.levels.shape[0]
+
+    @property
+    def window(self) -> int:
+        return self.levels.shape[1]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The n-gram continuations verified this step, all keyed by the last committed token."""
+
+    tokens: torch.Tensor  # [G', N-1] token ids; G' may be 0
+
+    @property
+    def count(self) -> int:
+        return self.tokens.shape[0]
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What a verifier accepted: always at least one token (the model's own next token)."""
+
+    tokens: list[int]  # committed this step, in order: matched candidate prefix + the bonus token
+    candidate_index: int  # row of the accepted candidate in ``Candidates.tokens``; -1 if none matched
+    matched: int  # how many candidate tokens matched (len(tokens) - 1)
+
+
+@dataclass
+class DecodingMetrics:
+    """Counters and timings of one ``generate`` call.
+
+    ``steps`` counts decoding forward passes after the prefill; ``compression_ratio`` is
+    ``new_tokens / steps`` (1.0 for plain autoregressive decoding). ``accepted_histogram[k]`` is the
+    number of steps that committed ``k`` tokens (1..N). ``time_s`` splits the wall time of the decoding
+    steps into ``propose`` (branch, candidates, layout and mask), ``forward`` (the model call),
+    ``verify`` and ``update`` (proposer update, pool insertions, cache commit); ``prefill_s`` and
+    ``total_s`` are wall times of the prefill and of the whole call.
+    """
+
+    new_tokens: int = 0
+    steps: int = 0
+    prefill_s: float = 0.0
+    total_s: float = 0.0
+    accepted_histogram: Counter = field(default_factory=Counter)
+    time_s: dict[str, float] = field(
+        default_factory=lambda: {"propose": 0.0, "forward": 0.0, "verify": 0.0, "update": 0.0}
+    )
+    tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.new_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.total_s if self.total_s > 0 else 0.0
+
+    @property
+    def overhead_fraction(self) -> float:
+        """Share of the decoding steps' time spent outside the model forward."""
+        step_time = sum(self.time_s.values())
+        return 1.0 - self.time_s["forward"] / step_time if step_time > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        """Flat, JSON-friendly view (for logs and result tables)."""
+        return {
+            "new_tokens": self.new_tokens,
+            "steps": self.steps,
+            "compression_ratio": self.compression_ratio,
+            "tokens_per_s": self.tokens_per_s,
+            "prefill_s": self.prefill_s,
+            "total_s": self.total_s,
+            "overhead_fraction": self.overhead_fraction,
+            "accepted_histogram": {int(k): v for k, v in sorted(self.accepted_histogram.items())},
+            **{f"time_{k}_s": v for k, v in self.time_s.items()},
+        }
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """Output of ``LookaheadDecoder.generate``."""
+
+    sequences: torch.Tensor  # [1, T + new_tokens] prompt followed by the generated tokens
+    metrics: DecodingMetrics

@@ -1,0 +1,36 @@
+"""Greedy verification with the bonus token."""
+
+from __future__ import annotations
+
+import torch
+
+from lade.interfaces import Verifier
+from lade.types import Candidates, Verification
+
+
+class GreedyVerifier(Verifier):
+    """Accepts the longest candidate prefix that equals the model's own argmax, plus the next argmax.
+
+    For candidate ``i`` the model's greedy continuation is ``m_i = [argmax(row 0), argmax after its
+    token 0, ..., argmax after its token N-2]`` (N tokens). The candidate matches up to the first
+    ``j`` with ``candidate[i, j] != m_i[j]``; the committed tokens are ``m_i[:k+1]`` for the best
+    candidate with ``k`` matches: the matched tokens and the bonus token, up to N per step. Ties go
+    to the first candidate. With no candidates this is one plain greedy step.
+    """
+
+    def verify(self, logits: torch.Tensor, candidates: Candidates) -> Verification:
+        predicted = logits.argmax(dim=-1)  # [1 + G'(N-1)]
+        if candidates.count == 0:
+            return Verification(tokens=[int(predicted[0])], candidate_index=-1, matched=0)
+        tokens = candidates.tokens.to(predicted.device)  # [G', N-1]
+        continuation = torch.cat(  # [G', N]: the model's own next token at each candidate position
+            [predicted[:1].expand(tokens.shape[0], 1), predicted[1:].view(tokens.shape)], dim=1
+        )
+        matched = (tokens == continuation[:, :-1]).cumprod(dim=1).sum(dim=1)  # [G']
+        best = int(matched.argmax())
+        k = int(matched[best])
+        return Verification(
+            tokens=continuation[best, : k + 1].tolist(),
+            candidate_index=best if k > 0 else -1,
+            matched=k,
+        )

@@ -1,0 +1,57 @@
+"""The paper's Jacobi lookahead proposer."""
+
+from __future__ import annotations
+
+import torch
+
+from lade.interfaces import Proposer
+from lade.types import LookaheadBranch, Verification
+
+
+class JacobiProposer(Proposer):
+    """Keeps N-1 levels of W guesses: the trajectory of a Jacobi iteration over W future positions.
+
+    Update rule (every step, whatever was accepted):
+
+    * the new level is the model's argmax at the newest level's tokens (computed from the previous
+      iteration's values only; the outputs at the older levels are discarded);
+    * when the window is full (N-1 levels), column ``c`` read from level 0 to the newest level,
+      followed by the new token, is an n-gram of N tokens: all W of them are harvested; then the
+      oldest level is dropped and the new level appended (the window slides by one column);
+    * while warming up (fewer than N-1 levels) the new level is appended and nothing is harvested.
+
+    Level 0 starts as W tokens drawn uniformly from the prompt with a seeded generator, so runs repeat.
+    Positions are relative to the last committed token, so the window never has to be re-indexed.
+    """
+
+    def __init__(self, window: int, ngram: int, seed: int = 0):
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        if ngram < 2:
+            raise ValueError(f"ngram must be >= 2, got {ngram}")
+        self.window = window
+        self.ngram = ngram
+        self.seed = seed
+        self._levels: torch.Tensor | None = None  # [L, W]
+
+    def start(self, prompt: torch.Tensor, generator: torch.Generator | None = None) -> None:
+        if generator is None:
+            generator = torch.Generator().manual_seed(self.seed)
+        picks = torch.randint(prompt.shape[0], (self.window,), generator=generator, device=generator.device)
+        self._levels = prompt[picks.to(prompt.device)][None]
+
+    def lookahead_branch(self) -> LookaheadBranch:
+        if self._levels is None:
+            raise RuntimeError("call start(prompt) before lookahead_branch()")
+        return LookaheadBranch(self._levels)
+
+    def update(
+        self, newest_level_logits: torch.Tensor | None, accepted: Verification
+    ) -> list[tuple[int, ...]]:
+        new_level = newest_level_logits.argmax(dim=-1).to(self._levels.device)  # [W]
+        if self._levels.shape[0] < self.ngram - 1:
+            self._levels = torch.cat([self._levels, new_level[None]])
+            return []
+        grams = torch.cat([self._levels.T, new_level[:, None]], dim=1)  # [W, N]
+        self._levels = torch.cat([self._levels[1:], new_level[None]])
+        return [tuple(gram) for gram in grams.tolist()]

@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny random models (built once per session) and the HF greedy reference."""
+
+import pytest
+import torch
+
+import lade
+
+ARCHITECTURES = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
+ATTENTION = ("sdpa", "eager")
+VOCAB = 128
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    """(arch, attn_implementation) -> model, built on first use."""
+    built = {}
+
+    def get(arch: str, attn: str = "sdpa"):
+        if (arch, attn) not in built:
+            model, _ = lade.load_model(f"tiny-random-{arch}", attn_implementation=attn)
+            built[arch, attn] = model
+        return built[arch, attn]
+
+    return get
+
+
+def hf_greedy(model, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id=None) -> torch.Tensor:
+    """The model's own greedy decoding: LongTensor [1, T + new]."""
+    eos = [] if eos_token_id is None else eos_token_id
+    return model.generate(
+        input_ids,
+        attention_mask=torch.ones_like(input_ids),  # no token is padding, whatever its id
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos,
+        pad_token_id=0,
+    )
+
+
+def prompt(kind: str, seed: int, length: int = 12) -> torch.Tensor:
+    """A random prompt [1, length] ('random') or a short random motif repeated ('repetitive')."""
+    generator = torch.Generator().manual_seed(seed)
+    if kind == "random":
+        return torch.randint(0, VOCAB, (1, length), generator=generator)
+    motif = torch.randint(0, VOCAB, (4,), generator=generator)
+    return motif.repeat(length // 4 + 1)[:length][None]

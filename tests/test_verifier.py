@@ -1,0 +1,46 @@
+"""Greedy verification: longest matching prefix plus the bonus token."""
+
+import torch
+
+from lade.types import Candidates
+from strategies import GreedyVerifier
+
+VOCAB = 10
+
+
+def logits_for(next_tokens):
+    """Logits [R, V] whose argmax in row r is next_tokens[r]."""
+    logits = torch.zeros(len(next_tokens), VOCAB)
+    logits[torch.arange(len(next_tokens)), torch.tensor(next_tokens)] = 5.0
+    return logits
+
+
+def test_full_match_commits_n_tokens_including_the_bonus():
+    # model continues 3 -> 4 -> 5 -> 6; candidate [3, 4, 5] (N-1 = 3) matches fully
+    candidates = Candidates(torch.tensor([[3, 4, 5]]))
+    out = GreedyVerifier().verify(logits_for([3, 4, 5, 6]), candidates)
+    assert out.tokens == [3, 4, 5, 6]
+    assert out.matched == 3 and out.candidate_index == 0
+
+
+def test_longest_prefix_wins_and_bonus_is_the_models_token():
+    candidates = Candidates(torch.tensor([[3, 9, 9], [3, 4, 8], [7, 4, 5]]))
+    # row 0: after the last token the model says 3; then per candidate token the model's next token
+    next_tokens = [3] + [1, 1, 1] + [4, 5, 6] + [2, 2, 2]
+    out = GreedyVerifier().verify(logits_for(next_tokens), candidates)
+    assert out.candidate_index == 1 and out.matched == 2
+    assert out.tokens == [3, 4, 5]  # two matches, then the model's 5 instead of the candidate's 8
+
+
+def test_no_match_or_no_candidates_commits_one_token():
+    verifier = GreedyVerifier()
+    out = verifier.verify(logits_for([2, 0, 0]), Candidates(torch.tensor([[7, 7]])))
+    assert out.tokens == [2] and out.candidate_index == -1 and out.matched == 0
+    out = verifier.verify(logits_for([2]), Candidates(torch.zeros(0, 2, dtype=torch.long)))
+    assert out.tokens == [2]
+
+
+def test_ties_go_to_the_first_candidate():
+    candidates = Candidates(torch.tensor([[3, 1], [3, 2]]))
+    out = GreedyVerifier().verify(logits_for([3, 8, 8, 9, 9]), candidates)
+    assert out.candidate_index == 0 and out.tokens == [3, 8]
