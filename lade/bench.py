@@ -103,7 +103,9 @@ def summarize(stats: dict[str, MethodStats]) -> list[dict]:
                     r / t for r, t in zip(reference.seconds, s.seconds, strict=True)
                 ),
                 "speedup_vs_plain_total": sum(plain.seconds) / total_time,
-                "speedup_vs_plain_median": statistics.median(p / t for p, t in zip(plain.seconds, s.seconds, strict=True)),
+                "speedup_vs_plain_median": statistics.median(
+                    p / t for p, t in zip(plain.seconds, s.seconds, strict=True)
+                ),
                 "overhead_outside_forward": statistics.median(s.overhead)
                 if name != "hf_greedy"
                 else float("nan"),
