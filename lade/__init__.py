@@ -1,0 +1,7 @@
+"""lade: lossless lookahead decoding for Hugging Face causal language models."""
+
+from lade.decoding import LookaheadDecoder
+from lade.model import BUILTIN_MODELS, load_model
+from lade.types import DecodingMetrics, GenerationResult
+
+__all__ = ["BUILTIN_MODELS", "DecodingMetrics", "GenerationResult", "LookaheadDecoder", "load_model"]

