@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -115,6 +116,10 @@ def summarize(stats: dict[str, MethodStats]) -> list[dict]:
     return rows
 
 
+def _percent(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1%}"
+
+
 def format_table(rows: list[dict]) -> str:
     """Markdown table of ``summarize`` rows."""
     head = (
@@ -134,7 +139,7 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['method']} | {r['compression']:.3f} | {r['tokens_per_s']:.1f} "
             f"| {r['speedup_vs_hf_total']:.3f}x "
             f"| {r['speedup_vs_hf_median']:.3f}x | {r['speedup_vs_plain_total']:.3f}x "
-            f"| {r['speedup_vs_plain_median']:.3f}x | {r['overhead_outside_forward']:.1%} "
+            f"| {r['speedup_vs_plain_median']:.3f}x | {_percent(r['overhead_outside_forward'])} "
             f"| {r['identical_to_hf']}/{r['prompts']} |"
         )
     return "\n".join(lines)

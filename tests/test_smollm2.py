@@ -1,0 +1,31 @@
+"""Real-model check: SmolLM2-135M-Instruct on HumanEval prompts, lookahead equals HF greedy."""
+
+import pytest
+import torch
+
+import lade
+from lade.data import humaneval_prompts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return lade.load_model("smollm2")
+
+
+def test_humaneval_outputs_identical_to_hf_greedy_and_compressed(smollm2):
+    model, tokenizer = smollm2
+    eos = model.generation_config.eos_token_id
+    decoder = lade.LookaheadDecoder(model, window=7, ngram=5, guess=7)
+    new_tokens = steps = 0
+    for text in humaneval_prompts(10):
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        reference = model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=128, eos_token_id=eos
+        )
+        result = decoder.generate(ids, max_new_tokens=128, eos_token_id=eos)
+        assert torch.equal(result.sequences, reference), text[:60]
+        new_tokens += result.metrics.new_tokens
+        steps += result.metrics.steps
+    assert new_tokens / steps > 1.0
