@@ -45,6 +45,10 @@ class _Timer:
         self.totals[stage] += now - self._start
         self._start = now
 
+    def now(self) -> float:
+        """The time of the latest lap."""
+        return self._start
+
 
 class LookaheadDecoder:
     """Lossless lookahead decoding of a Hugging Face causal LM.
@@ -56,7 +60,7 @@ class LookaheadDecoder:
         ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step.
         guess: G, candidates verified per step (>= 0; 0 disables verification).
         proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
-            capacity G (at least 1) and LRU eviction, and greedy verification.
+            capacity G and LRU eviction, and greedy verification.
         seed: seeds the default proposer's window initialisation.
 
     The pool is cleared at every ``generate`` call.
@@ -77,9 +81,13 @@ class LookaheadDecoder:
         self.ngram = _positive_int("ngram", ngram, 2)
         self.guess = _positive_int("guess", guess, 0)
         self.model = model
-        self.proposer = proposer or JacobiProposer(window, ngram, seed=seed)
-        self.pool = pool or BucketedNGramPool(ngram, capacity=max(guess, 1), eviction=LRUEviction())
-        self.verifier = verifier or GreedyVerifier()
+        # `is None`, not `or`: an empty pool has len() 0 and would read as false
+        self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
+        self.pool = BucketedNGramPool(ngram, capacity=guess, eviction=LRUEviction()) if pool is None else pool
+        self.verifier = GreedyVerifier() if verifier is None else verifier
+        for role, component in (("proposer", self.proposer), ("pool", self.pool)):
+            if getattr(component, "ngram", ngram) != ngram:
+                raise ValueError(f"{role} has ngram={component.ngram} but the decoder has ngram={ngram}")
         self.mask_plan = MaskPlan.from_config(model.config)
         self.context_length = context_length(model.config)
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
@@ -148,6 +156,7 @@ class LookaheadDecoder:
         generated: list[int] = []
         timer = _Timer(metrics.time_s)
         while len(generated) < max_new_tokens:
+            step_started = timer.now()
             branch = self.proposer.lookahead_branch()
             continuations = self.pool.candidates(last, self.guess)
             candidates = Candidates(
@@ -180,6 +189,7 @@ class LookaheadDecoder:
                 streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
             if stop or len(generated) >= max_new_tokens:
                 timer.lap("update")
+                metrics.step_times_s.append(timer.now() - step_started)
                 break
             # keep the last token and the accepted candidate tokens (all but the new last token)
             accepted_rows = [
@@ -189,6 +199,7 @@ class LookaheadDecoder:
             prefix_len += len(new)
             last = new[-1]
             timer.lap("update")
+            metrics.step_times_s.append(timer.now() - step_started)
         return generated
 
     @staticmethod

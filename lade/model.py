@@ -59,14 +59,15 @@ def default_cache_dir() -> Path:
 
 def load_model(
     name_or_path: str,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | str = torch.float32,
     device: str | torch.device = "cpu",
     cache_dir: str | os.PathLike | None = None,
     **from_pretrained_kwargs,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None]:
     """Load a causal LM and its tokenizer, in eval mode.
 
-    ``name_or_path`` is one of `BUILTIN_MODELS`, a local model directory or a hub id (``owner/name``).
+    ``name_or_path`` is one of `BUILTIN_MODELS`, a local model directory or a hub id (``owner/name``);
+    ``dtype`` a torch dtype or its name (``"bfloat16"``).
     ``cache_dir`` only concerns ``"smollm2"`` (default: `default_cache_dir()`). Extra keyword arguments
     (``device_map=``, ``attn_implementation=``, ...) go to ``from_pretrained``; when ``device_map`` is given
     the model is left where it puts it instead of being moved to ``device``. Tiny random models accept only
@@ -75,22 +76,48 @@ def load_model(
 
     Returns ``(model, tokenizer)``. Raises `ValueError` for a name that is none of the above.
     """
+    dtype = _torch_dtype(dtype)
     if name_or_path == SMOLLM2:
         folder = _smollm2_cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
         model, tokenizer = _from_pretrained(folder, dtype, from_pretrained_kwargs)
     elif name_or_path in BUILTIN_MODELS:
         arch = name_or_path.removeprefix(_TINY_PREFIX)
         model, tokenizer = _tiny_random(arch, dtype, from_pretrained_kwargs), None
-    elif (name_or_path and Path(name_or_path).is_dir()) or _HUB_ID.match(name_or_path):  # Path("") is "."
-        model, tokenizer = _from_pretrained(name_or_path, dtype, from_pretrained_kwargs)
     else:
-        raise ValueError(
-            f"Unknown model {name_or_path!r}: expected one of {', '.join(BUILTIN_MODELS)}, "
-            "an existing local directory, or a Hugging Face hub id (owner/name)."
-        )
+        check_model_name(name_or_path)
+        model, tokenizer = _from_pretrained(name_or_path, dtype, from_pretrained_kwargs)
     if "device_map" not in from_pretrained_kwargs:
         model.to(device)
     return model.eval(), tokenizer
+
+
+def check_model_name(name_or_path: str) -> None:
+    """Raise ``ValueError`` unless the name is built in, an existing folder or shaped like a hub id.
+
+    Cheap (nothing is loaded), so configs can be checked before a sweep starts.
+    """
+    if name_or_path in BUILTIN_MODELS:
+        return
+    if (
+        isinstance(name_or_path, str)
+        and name_or_path
+        and (Path(name_or_path).is_dir() or _HUB_ID.match(name_or_path))
+    ):
+        return  # Path("") would be "." and count as a folder: hence the emptiness check
+    raise ValueError(
+        f"Unknown model {name_or_path!r}: expected one of {', '.join(BUILTIN_MODELS)}, "
+        "an existing local directory, or a Hugging Face hub id (owner/name)."
+    )
+
+
+def _torch_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """``torch.bfloat16`` or its name (``"bfloat16"``, as configs write it)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype or its name, got {dtype!r}")
+    return value
 
 
 def _from_pretrained(

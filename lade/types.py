@@ -74,6 +74,7 @@ class DecodingMetrics:
         default_factory=lambda: {"propose": 0.0, "forward": 0.0, "verify": 0.0, "update": 0.0}
     )
     tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
+    step_times_s: list[float] = field(default_factory=list)  # [steps] wall time of each step
 
     @property
     def compression_ratio(self) -> float:

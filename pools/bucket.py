@@ -14,14 +14,17 @@ class BucketedNGramPool(NGramPool):
 
     Re-inserting a stored n-gram refreshes it (``touched``) instead of duplicating it. When a new
     n-gram arrives at a full bucket, ``eviction`` chooses the victim. ``candidates`` returns the
-    ``limit`` most recently touched continuations, oldest first. ``capacity=None`` never evicts.
+    ``limit`` most recently touched continuations, oldest first. ``capacity=None`` never evicts;
+    ``capacity=0`` stores nothing.
     """
 
     def __init__(self, ngram: int, capacity: int | None, eviction: EvictionPolicy | None = None):
         if ngram < 2:
             raise ValueError(f"ngram must be >= 2, got {ngram}")
-        if capacity is not None and capacity < 1:
-            raise ValueError(f"capacity must be >= 1 or None, got {capacity}")
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0
+        ):
+            raise ValueError(f"capacity must be an integer >= 0 or None, got {capacity!r}")
         self.ngram = ngram
         self.capacity = capacity
         self.eviction = eviction or LRUEviction()
@@ -38,6 +41,8 @@ class BucketedNGramPool(NGramPool):
             entry = bucket.pop(continuation, None)
             if entry is not None:  # re-insertion: move to the most recent end, keep its history
                 bucket[continuation] = replace(entry, touched=self._tick)
+                continue
+            if self.capacity == 0:  # G = 0: nothing is ever verified, so nothing is worth storing
                 continue
             if self.capacity is not None and len(bucket) >= self.capacity:
                 stored = list(bucket)

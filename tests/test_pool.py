@@ -33,6 +33,12 @@ def test_candidates_are_the_most_recent_oldest_first_and_keyed_by_first_token():
     assert pool.candidates(1, limit=0) == []
 
 
+def test_zero_capacity_stores_nothing():
+    pool = BucketedNGramPool(ngram=2, capacity=0)
+    pool.add([(1, 2), (1, 3)])
+    assert len(pool) == 0 and pool.candidates(1, 5) == []
+
+
 def test_reset_empties_the_pool():
     pool = BucketedNGramPool(ngram=2, capacity=1)
     pool.add([(1, 2)])
@@ -49,7 +55,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="ngram"):
         BucketedNGramPool(ngram=1, capacity=1)
     with pytest.raises(ValueError, match="capacity"):
-        BucketedNGramPool(ngram=2, capacity=0)
+        BucketedNGramPool(ngram=2, capacity=-1)
     with pytest.raises(ValueError, match="n-grams of 3"):
         BucketedNGramPool(ngram=3, capacity=1).add([(1, 2)])
 

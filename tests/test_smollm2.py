@@ -29,3 +29,13 @@ def test_humaneval_outputs_identical_to_hf_greedy_and_compressed(smollm2):
         new_tokens += result.metrics.new_tokens
         steps += result.metrics.steps
     assert new_tokens / steps > 1.0
+
+
+def test_chat_template_is_applied_for_chat_prompts(smollm2):
+    from lade.data import Prompt, encode
+
+    _, tokenizer = smollm2
+    prompt = Prompt("q", "qa", text="What is 2 + 2?")
+    templated = tokenizer.decode(encode(prompt, tokenizer, "auto")[0])
+    assert templated.startswith("<|im_start|>") and templated.rstrip().endswith("<|im_start|>assistant")
+    assert tokenizer.decode(encode(prompt, tokenizer, False)[0]) == "What is 2 + 2?"

@@ -1,0 +1,118 @@
+"""Typed schema and validation of the Hydra configs in ``conf/``.
+
+The schema types the top level (a wrong type such as ``ngram=one`` fails when Hydra composes the
+config); ``validate`` checks values and builds the cheap components (proposer, pool, verifier,
+prompts), so a bad value (``window=0``) or a missing data file fails with a clear message before
+any model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.utils import instantiate
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from lade.interfaces import EvictionPolicy, NGramPool, Proposer, Verifier
+from lade.model import check_model_name
+
+SCHEMA_NAME = "lade_schema"
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; raised before any model loads."""
+
+
+@dataclass
+class LookaheadSchema:
+    """W, N, G: the one node every component interpolates."""
+
+    window: int = 7
+    ngram: int = 5
+    guess: int = 7
+
+
+@dataclass
+class LadeSchema:
+    """Top level of ``conf/config.yaml``."""
+
+    window: int = 7
+    ngram: int = 5
+    guess: int = 7
+    lookahead: LookaheadSchema = field(default_factory=LookaheadSchema)
+    max_new_tokens: int = 128
+    seed: int = 0
+    name: str = "lade"
+    model: Any = MISSING
+    proposer: Any = MISSING
+    pool: Any = MISSING
+    verifier: Any = MISSING
+    data: Any = MISSING
+    logger: Any = MISSING
+
+
+def register_schemas() -> None:
+    """Make ``lade_schema`` available to the defaults list (idempotent)."""
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=LadeSchema)
+
+
+@dataclass(frozen=True)
+class Components:
+    """What a job builds from its config before loading the model."""
+
+    proposer: Proposer
+    pool: NGramPool
+    verifier: Verifier
+    prompts: list  # [lade.data.Prompt]
+    chat_template: bool | str
+    logger: Any  # lade.tracking.WandbLogger or NullLogger: has log_job(...)
+
+
+def _at_least(name: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+def validate(cfg: DictConfig) -> Components:
+    """Check values and build the strategies and prompts; raise ``ConfigError`` on anything wrong."""
+    _at_least("window", cfg.lookahead.window, 1)
+    _at_least("ngram", cfg.lookahead.ngram, 2)
+    _at_least("guess", cfg.lookahead.guess, 0)
+    _at_least("max_new_tokens", cfg.max_new_tokens, 0)
+    if cfg.model.get("_target_") == "lade.model.load_model":
+        try:
+            check_model_name(cfg.model.name_or_path)
+        except ValueError as err:
+            raise ConfigError(f"model.name_or_path: {err}") from err
+    built = {}
+    for role, kind in (("proposer", Proposer), ("pool", NGramPool), ("verifier", Verifier)):
+        try:
+            built[role] = instantiate(cfg[role])
+        except Exception as err:  # hydra wraps constructor errors; keep the message, name the group
+            raise ConfigError(f"{role}: {_root_cause(err)}") from err
+        if not isinstance(built[role], kind):
+            raise ConfigError(f"{role} built a {type(built[role]).__name__}, which is not a {kind.__name__}")
+    eviction = getattr(built["pool"], "eviction", None)
+    if eviction is not None and not isinstance(eviction, EvictionPolicy):
+        raise ConfigError(f"pool.eviction built a {type(eviction).__name__}, which is not an EvictionPolicy")
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    chat_template = data.pop("chat_template", "auto")
+    try:
+        prompts = instantiate(data)
+    except Exception as err:
+        raise ConfigError(f"data: {_root_cause(err)}") from err
+    if not prompts:
+        raise ConfigError("data selected no prompts (check data.category and data.limit)")
+    try:
+        logger = instantiate(cfg.logger)
+    except Exception as err:
+        raise ConfigError(f"logger: {_root_cause(err)}") from err
+    return Components(built["proposer"], built["pool"], built["verifier"], prompts, chat_template, logger)
+
+
+def _root_cause(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return f"{type(err).__name__}: {err}"

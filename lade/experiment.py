@@ -1,0 +1,161 @@
+"""One experiment job: a configured lookahead decoder against the model's own greedy decoding.
+
+Both run on the same prompts in the same process, alternating which goes first from prompt to
+prompt, so the speedup is a ratio measured side by side. ``run_job`` is independent of Hydra's
+runtime (``lade.sweep`` wraps it), so notebooks and tests can call it on a composed config.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from lade.config import Components
+from lade.data import encode
+from lade.decoding import LookaheadDecoder
+
+WARMUP_TOKENS = 8
+
+
+class HFGreedy:
+    """``model.generate(do_sample=False)``: the baseline and the reference for identical outputs."""
+
+    def __init__(self, model, eos_token_id: list[int]):
+        self.model = model
+        self.eos = eos_token_id
+
+    def __call__(self, input_ids: torch.Tensor, max_new_tokens: int) -> list[int]:
+        out = self.model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.eos,
+            pad_token_id=self.eos[0] if self.eos else 0,
+            top_k=None,
+            top_p=None,
+            temperature=None,
+        )
+        return out[0, input_ids.shape[1] :].tolist()
+
+
+def eos_ids(model) -> list[int]:
+    """The model's EOS ids from its generation config, as a list."""
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+
+
+def describe(cfg: DictConfig) -> dict:
+    """The job's parameters: one flat dict, the columns a sweep varies."""
+    return {
+        "model": cfg.model.get("name_or_path"),
+        "data": cfg.data["_target_"].rsplit(".", 1)[-1].removeprefix("load_"),
+        "category": str(cfg.data.get("category")) if cfg.data.get("category") is not None else None,
+        "proposer": cfg.proposer["_target_"].rsplit(".", 1)[-1],
+        "pool": cfg.pool["_target_"].rsplit(".", 1)[-1],
+        "eviction": cfg.pool.eviction["_target_"].rsplit(".", 1)[-1] if "eviction" in cfg.pool else None,
+        "verifier": cfg.verifier["_target_"].rsplit(".", 1)[-1],
+        "window": cfg.lookahead.window,
+        "ngram": cfg.lookahead.ngram,
+        "guess": cfg.lookahead.guess,
+        "max_new_tokens": cfg.max_new_tokens,
+        "seed": cfg.seed,
+    }
+
+
+def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc: str = "prompts"):
+    """Run the job; return ``(metrics, prompt_rows, step_rows)``.
+
+    ``metrics`` sums over prompts: compression (new tokens / steps), tokens/s of lookahead and of
+    the baseline, speedup as their ratio (over all prompts, and the median of per-prompt ratios),
+    identical-output count, the step time split and the acceptance histogram.
+    """
+    model, tokenizer = instantiate(cfg.model)
+    window, ngram, guess = cfg.lookahead.window, cfg.lookahead.ngram, cfg.lookahead.guess
+    decoder = LookaheadDecoder(
+        model, window, ngram, guess, components.proposer, components.pool, components.verifier, cfg.seed
+    )
+    eos = eos_ids(model)
+    baseline = HFGreedy(model, eos)
+    encoded = [encode(prompt, tokenizer, components.chat_template) for prompt in components.prompts]
+
+    # Warm-up: the first calls pay for lazy initialisation and allocator growth.
+    baseline(encoded[0], WARMUP_TOKENS)
+    decoder.generate(encoded[0], WARMUP_TOKENS, eos_token_id=eos)
+
+    prompt_rows, step_rows = [], []
+    histogram: dict[int, int] = {}
+    time_split = dict.fromkeys(("propose", "forward", "verify", "update"), 0.0)
+    for index, (prompt, ids) in enumerate(
+        tqdm(
+            list(zip(components.prompts, encoded, strict=True)),
+            desc=desc,
+            disable=not progress,
+            position=1,
+            leave=False,
+        )
+    ):
+        runs = {}
+        for method in ("baseline", "lookahead") if index % 2 == 0 else ("lookahead", "baseline"):
+            started = time.perf_counter()
+            if method == "baseline":
+                runs[method] = baseline(ids, cfg.max_new_tokens)
+            else:
+                result = decoder.generate(ids, cfg.max_new_tokens, eos_token_id=eos)
+                runs[method] = result.sequences[0, ids.shape[1] :].tolist()
+            runs[method + "_s"] = time.perf_counter() - started
+        m = result.metrics
+        prompt_rows.append(
+            {
+                "prompt": index,
+                "prompt_id": prompt.id,
+                "category": prompt.category,
+                "prompt_tokens": ids.shape[1],
+                "new_tokens": m.new_tokens,
+                "steps": m.steps,
+                "compression": m.compression_ratio,
+                "seconds": runs["lookahead_s"],
+                "baseline_seconds": runs["baseline_s"],
+                "tokens_per_s": m.new_tokens / runs["lookahead_s"],
+                "baseline_new_tokens": len(runs["baseline"]),
+                "baseline_tokens_per_s": len(runs["baseline"]) / runs["baseline_s"],
+                # throughput ratio: the time ratio when both produced the same tokens
+                "speedup": (m.new_tokens / runs["lookahead_s"])
+                / (len(runs["baseline"]) / runs["baseline_s"]),
+                "identical": runs["lookahead"] == runs["baseline"],
+                "overhead_fraction": m.overhead_fraction,
+            }
+        )
+        step_rows += [
+            {"prompt": index, "step": step, "tokens": tokens, "seconds": seconds}
+            for step, (tokens, seconds) in enumerate(zip(m.tokens_per_step, m.step_times_s, strict=True))
+        ]
+        for accepted, count in m.accepted_histogram.items():
+            histogram[accepted] = histogram.get(accepted, 0) + count
+        for stage, seconds in m.time_s.items():
+            time_split[stage] += seconds
+
+    def total(key):
+        return sum(row[key] for row in prompt_rows)
+
+    metrics = {
+        "prompts": len(prompt_rows),
+        "new_tokens": total("new_tokens"),
+        "steps": total("steps"),
+        "compression": total("new_tokens") / max(total("steps"), 1),
+        "tokens_per_s": total("new_tokens") / total("seconds"),
+        "baseline_tokens_per_s": total("baseline_new_tokens") / total("baseline_seconds"),
+        "speedup": (total("new_tokens") / total("seconds"))
+        / (total("baseline_new_tokens") / total("baseline_seconds")),
+        "speedup_median": statistics.median(row["speedup"] for row in prompt_rows),
+        "identical": int(total("identical")),
+        "overhead_fraction": 1 - time_split["forward"] / max(sum(time_split.values()), 1e-12),
+        **{f"time_{stage}_s": seconds for stage, seconds in time_split.items()},
+        "accepted_histogram": {str(k): v for k, v in sorted(histogram.items())},
+    }
+    return metrics, prompt_rows, step_rows

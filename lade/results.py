@@ -1,0 +1,120 @@
+"""Sweep results as pandas DataFrames, read from the job directories (the source of truth).
+
+frame = load_sweep("outputs/sweeps/2026-11-29_10-00-00")   # one row per job
+per_prompt = load_prompts(path)                             # one row per (job, prompt)
+per_step = load_steps(path)                                 # one row per (job, prompt, step)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from lade.tracking import METRICS_FILE
+
+SUMMARY_COLUMNS = {
+    "window": "W",
+    "ngram": "N",
+    "guess": "G",
+    "proposer": "proposer",
+    "pool": "pool",
+    "eviction": "eviction",
+    "verifier": "verifier",
+    "data": "data",
+    "compression": "compression",
+    "tokens_per_s": "tok/s",
+    "baseline_tokens_per_s": "baseline tok/s",
+    "speedup": "speedup",
+    "identical": "identical",
+    "status": "status",
+}
+
+
+def _job_dirs(path: str | Path) -> list[Path]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no sweep results at {path}")
+    return sorted(p.parent for p in path.rglob(METRICS_FILE))
+
+
+def load_sweep(path: str | Path) -> pd.DataFrame:
+    """One row per job under ``path``: parameters, metrics, status, job directory."""
+    rows = []
+    for job_dir in _job_dirs(path):
+        record = json.loads((job_dir / METRICS_FILE).read_text())
+        metrics = {k: v for k, v in record.get("metrics", {}).items() if not isinstance(v, dict)}
+        rows.append(
+            {
+                **record.get("params", {}),
+                **metrics,
+                "status": record.get("status"),
+                "error": record.get("error"),
+                "job": record.get("job"),
+                "overrides": " ".join(record.get("overrides", [])),
+                "wall_s": record.get("wall_s"),
+                "job_dir": str(job_dir),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    if not frame.empty and "job" in frame:
+        frame = frame.sort_values(["job", "job_dir"], na_position="last").reset_index(drop=True)
+    return frame
+
+
+def _load_tables(path: str | Path, filename: str) -> pd.DataFrame:
+    frames = []
+    for job_dir in _job_dirs(path):
+        table = job_dir / filename
+        if table.exists() and table.stat().st_size > 0:
+            frame = pd.read_csv(table)
+            record = json.loads((job_dir / METRICS_FILE).read_text())
+            for key, value in record.get("params", {}).items():
+                frame[key] = value
+            frame["job"] = record.get("job")
+            frame["job_dir"] = str(job_dir)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_prompts(path: str | Path) -> pd.DataFrame:
+    """One row per (job, prompt), with the job's parameters as columns."""
+    return _load_tables(path, "prompts.csv")
+
+
+def load_steps(path: str | Path) -> pd.DataFrame:
+    """One row per (job, prompt, decoding step): tokens committed and wall time of the step."""
+    return _load_tables(path, "steps.csv")
+
+
+VARYING_COLUMNS = ("model", "category", "max_new_tokens", "seed")
+
+
+def summary_table(frame: pd.DataFrame) -> str:
+    """Markdown table of a ``load_sweep`` frame: the columns a reader compares, plus any other
+    parameter that varies across jobs and the error of failed jobs."""
+    columns = [c for c in SUMMARY_COLUMNS if c in frame]
+    columns += [c for c in VARYING_COLUMNS if c in frame and frame[c].astype(str).nunique() > 1]
+    if "error" in frame and frame["error"].notna().any():
+        columns.append("error")
+    view = frame[columns].rename(columns=SUMMARY_COLUMNS)
+    if "error" in view:
+        view["error"] = view["error"].map(lambda e: str(e)[:80] if pd.notna(e) else "")
+    if "identical" in frame and "prompts" in frame:
+        view["identical"] = [
+            f"{int(i)}/{int(p)}" if pd.notna(i) else "-"
+            for i, p in zip(frame["identical"], frame["prompts"], strict=True)
+        ]
+    for column in ("compression", "speedup"):
+        if SUMMARY_COLUMNS[column] in view:
+            view[SUMMARY_COLUMNS[column]] = view[SUMMARY_COLUMNS[column]].map(
+                lambda v: f"{v:.3f}" if pd.notna(v) else "-"
+            )
+    for column in ("tok/s", "baseline tok/s"):
+        if column in view:
+            view[column] = view[column].map(lambda v: f"{v:.1f}" if pd.notna(v) else "-")
+    header = "| " + " | ".join(view.columns) + " |"
+    rule = "|" + "---|" * len(view.columns)
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in view.itertuples(index=False)]
+    return "\n".join([header, rule, *body])

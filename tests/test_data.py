@@ -1,0 +1,72 @@
+"""Prompt loaders: real files by path, clear errors when missing."""
+
+from pathlib import Path
+
+import pytest
+
+from lade.data import (
+    MT_BENCH_CATEGORIES,
+    encode,
+    load_humaneval,
+    load_jsonl,
+    load_spec_bench,
+    load_synthetic,
+)
+
+SPEC_BENCH = Path("../shared/data/spec_bench/question.jsonl")
+needs_spec_bench = pytest.mark.skipif(
+    not SPEC_BENCH.exists(), reason=f"{SPEC_BENCH} is not beside the checkout"
+)
+
+
+def test_humaneval_in_task_order():
+    prompts = load_humaneval(limit=3)
+    assert [p.id for p in prompts] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+    assert prompts[0].text.startswith("from typing import List")
+
+
+@needs_spec_bench
+def test_spec_bench_categories_and_limit():
+    assert len(load_spec_bench(SPEC_BENCH, "summarization", limit=None)) == 80
+    mt_bench = load_spec_bench(SPEC_BENCH, list(MT_BENCH_CATEGORIES), limit=None)
+    assert len(mt_bench) == 80 and {p.category for p in mt_bench} == set(MT_BENCH_CATEGORIES)
+    assert len(load_spec_bench(SPEC_BENCH, None, limit=None)) == 480
+    assert len(load_spec_bench(SPEC_BENCH, "qa", limit=5)) == 5
+
+
+def test_missing_file_names_the_path_and_the_source(tmp_path):
+    missing = tmp_path / "question.jsonl"
+    with pytest.raises(FileNotFoundError, match="Spec-Bench") as info:
+        load_spec_bench(missing)
+    assert str(missing) in str(info.value)
+
+
+def test_jsonl_accepts_prompt_text_and_turns(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "a", "prompt": "one"}\n\n{"text": "two"}\n{"turns": ["three", "x"]}\n')
+    assert [p.text for p in load_jsonl(path)] == ["one", "two", "three"]
+    path.write_text('{"other": 1}\n')
+    with pytest.raises(ValueError, match="turns"):
+        load_jsonl(path)
+    path.write_text("{not json\n")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_jsonl(path)
+
+
+def test_synthetic_prompts_are_deterministic_and_mixed():
+    first, second = load_synthetic(4, seed=1), load_synthetic(4, seed=1)
+    assert first == second and [p.category for p in first] == ["random", "repetitive"] * 2
+    motif = first[1].token_ids
+    assert motif[:4] == motif[4:8]
+    assert encode(first[0], tokenizer=None).shape == (1, 16)
+
+
+def test_text_prompt_needs_a_tokenizer():
+    with pytest.raises(ValueError, match="no tokenizer"):
+        encode(load_humaneval(1)[0], tokenizer=None)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5])
+def test_bad_limit(limit):
+    with pytest.raises(ValueError, match="limit"):
+        load_humaneval(limit)

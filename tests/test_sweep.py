@@ -1,0 +1,95 @@
+"""`python -m lade.sweep` end to end in a subprocess, on a tiny random model."""
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from lade.results import load_prompts, load_steps, load_sweep
+from lade.tracking import WandbLogger
+
+
+def sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lade.sweep", "experiment=quick", f"hydra.sweep.dir={tmp_path}", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_job_sweep(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep")
+    result = sweep(path, "logger=wandb", "window=2,3", "ngram=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return path, result
+
+
+def test_two_jobs_give_a_two_row_frame_and_wandb_offline_runs(two_job_sweep):
+    path, result = two_job_sweep
+    frame = load_sweep(path)
+    assert len(frame) == 2 and list(frame["window"]) == [2, 3] and set(frame["ngram"]) == {3}
+    for column in ("guess", "compression", "tokens_per_s", "speedup", "identical", "proposer", "status"):
+        assert column in frame
+    assert (frame["status"] == "completed").all() and (frame["identical"] == frame["prompts"]).all()
+    assert len(list(path.glob("*/wandb/offline-run-*/run-*.wandb"))) == 2
+    for job_dir in frame["job_dir"]:
+        assert {"config.yaml", "metrics.json", "prompts.csv", "steps.csv"} <= {
+            p.name for p in Path(job_dir).iterdir()
+        }
+    assert (path / "summary.csv").exists() and (path / "summary.md").exists()
+    assert "| W | N | G |" in result.stdout and "Sweep summary (2 jobs" in result.stdout
+
+
+def test_per_prompt_and_per_step_frames(two_job_sweep):
+    path, _ = two_job_sweep
+    prompts, steps = load_prompts(path), load_steps(path)
+    assert len(prompts) == 2 * 4 and {"window", "speedup", "identical", "prompt_id"} <= set(prompts.columns)
+    per_job = steps.groupby(["job", "prompt"])["tokens"].sum()
+    assert (per_job == 24).all()  # experiment=quick: 24 new tokens per prompt, every step accounted for
+
+
+def test_rerun_skips_completed_jobs(two_job_sweep):
+    path, _ = two_job_sweep
+    before = [p.stat().st_mtime_ns for p in sorted(path.glob("*/metrics.json"))]
+    rerun = sweep(path, "logger=wandb", "window=2,3", "ngram=3")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.stdout.count("completed before, skipped") == 2
+    assert [p.stat().st_mtime_ns for p in sorted(path.glob("*/metrics.json"))] == before
+
+
+def test_a_crashing_job_is_recorded_and_the_sweep_goes_on(tmp_path):
+    # 600 new tokens exceed the tiny model's 512-token context: the second job raises at run time
+    result = sweep(tmp_path, "logger=none", "max_new_tokens=600,8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    frame = load_sweep(tmp_path)
+    assert list(frame["status"]) == ["failed", "completed"]
+    assert "context length" in frame.loc[0, "error"]
+    record = json.loads((Path(frame.loc[0, "job_dir"]) / "metrics.json").read_text())
+    assert "Traceback" in record["traceback"]
+
+
+def test_a_config_error_stops_before_any_job_runs(tmp_path):
+    result = sweep(tmp_path, "logger=none", "window=0")
+    assert result.returncode != 0
+    assert "window must be >= 1" in result.stderr
+    assert not list(tmp_path.glob("*/metrics.json"))
+
+
+def test_wandb_failure_warns_and_keeps_going(monkeypatch, tmp_path):
+    import wandb
+
+    def broken_init(**_):
+        raise RuntimeError("no W&B here")
+
+    monkeypatch.setattr(wandb, "init", broken_init)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        WandbLogger().log_job(
+            job_dir=tmp_path, name="x", group="g", config={}, record={}, prompts=[], steps=[]
+        )
+    assert len(caught) == 1 and "no W&B here" in str(caught[0].message)
