@@ -45,6 +45,7 @@ class LadeSchema:
     max_new_tokens: int = 128
     seed: int = 0
     name: str = "lade"
+    tag: str = ""
     model: Any = MISSING
     proposer: Any = MISSING
     pool: Any = MISSING

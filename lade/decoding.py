@@ -63,7 +63,7 @@ class LookaheadDecoder:
             capacity G and LRU eviction, and greedy verification.
         seed: seeds the default proposer's window initialisation.
 
-    The pool is cleared at every ``generate`` call.
+    The pool starts each ``generate`` call empty unless it is persistent (``BucketedNGramPool``).
     """
 
     def __init__(
@@ -148,23 +148,25 @@ class LookaheadDecoder:
         if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
             self._forward(prompt[:-1], self._layout_chain(prompt.shape[0] - 1), 0, cache, logits=False)
         metrics.prefill_s = time.perf_counter() - prefill_start
-        self.pool.reset()
+        committed = prompt.tolist()  # prompt + output so far: the pool's context and history
+        self.pool.start(committed)
         self.proposer.start(prompt, generator)
+        key_length = getattr(self.pool, "key_length", 1)
 
-        last = int(prompt[-1])
-        prefix_len = prompt.shape[0] - 1  # positions in the cache = position of the last token
+        prefix_len = len(committed) - 1  # positions in the cache = position of the last token
         generated: list[int] = []
         timer = _Timer(metrics.time_s)
         while len(generated) < max_new_tokens:
             step_started = timer.now()
+            context = committed[-key_length:]
             branch = self.proposer.lookahead_branch()
-            continuations = self.pool.candidates(last, self.guess)
+            continuations = self.pool.candidates(context, self.guess)
             candidates = Candidates(
                 torch.tensor(continuations, dtype=torch.long, device=prompt.device).view(-1, self.ngram - 1)
             )
             layout = self._layout(branch.num_levels, branch.window, candidates.count)
             tokens = torch.cat(
-                [prompt.new_tensor([last]), branch.levels.flatten(), candidates.tokens.flatten()]
+                [prompt.new_tensor(context[-1:]), branch.levels.flatten(), candidates.tokens.flatten()]
             )
             timer.lap("propose")
 
@@ -176,15 +178,21 @@ class LookaheadDecoder:
             )
             timer.lap("verify")
 
-            newest = logits[layout.newest_level] if branch.num_levels else None
-            self.pool.add(self.proposer.update(newest, verification))
+            levels = (
+                logits[layout.branch].view(branch.num_levels, branch.window, -1)
+                if branch.num_levels
+                else None
+            )
+            self.pool.add(self.proposer.update(levels, verification))
             if verification.candidate_index >= 0:
-                self.pool.record_hit(last, continuations[verification.candidate_index])
+                self.pool.record_hit(context, continuations[verification.candidate_index])
             new, stop = self._truncate(verification.tokens, max_new_tokens - len(generated), eos)
             metrics.steps += 1
             metrics.accepted_histogram[len(verification.tokens)] += 1
             metrics.tokens_per_step.append(len(new))
             generated.extend(new)
+            committed.extend(new)
+            self.pool.observe(committed, len(new))
             if streamer is not None:
                 streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
             if stop or len(generated) >= max_new_tokens:
@@ -197,7 +205,6 @@ class LookaheadDecoder:
             ]
             commit(cache, prefix_len, layout.size, [0, *accepted_rows])
             prefix_len += len(new)
-            last = new[-1]
             timer.lap("update")
             metrics.step_times_s.append(timer.now() - step_started)
         return generated

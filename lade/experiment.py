@@ -52,13 +52,16 @@ def eos_ids(model) -> list[int]:
 
 def describe(cfg: DictConfig) -> dict:
     """The job's parameters: one flat dict, the columns a sweep varies."""
+    pool_options = ("key_length", "seed_prompt", "seed_output", "selection", "persistent")
     return {
+        "tag": cfg.get("tag", ""),
         "model": cfg.model.get("name_or_path"),
         "data": cfg.data["_target_"].rsplit(".", 1)[-1].removeprefix("load_"),
         "category": str(cfg.data.get("category")) if cfg.data.get("category") is not None else None,
         "proposer": cfg.proposer["_target_"].rsplit(".", 1)[-1],
         "pool": cfg.pool["_target_"].rsplit(".", 1)[-1],
         "eviction": cfg.pool.eviction["_target_"].rsplit(".", 1)[-1] if "eviction" in cfg.pool else None,
+        **{option: cfg.pool.get(option) for option in pool_options},
         "verifier": cfg.verifier["_target_"].rsplit(".", 1)[-1],
         "window": cfg.lookahead.window,
         "ngram": cfg.lookahead.ngram,

@@ -54,26 +54,39 @@ class EvictionPolicy(ABC):
     """Picks which entry of a full bucket to drop. Pure: the same entries give the same victim."""
 
     @abstractmethod
-    def victim(self, entries: Sequence[EntryStats]) -> int:
-        """Index into ``entries`` (non-empty) of the entry to evict."""
+    def victim(self, entries: Sequence[EntryStats]) -> int | None:
+        """Index into ``entries`` (non-empty) of the entry to evict, or None to keep them all."""
 
 
 class NGramPool(ABC):
-    """Stores n-grams and serves the candidates to verify after a given token."""
+    """Stores n-grams and serves the candidates to verify after the committed tokens.
+
+    ``key_length`` is how many of the last committed tokens ``candidates`` wants as context.
+    """
+
+    key_length: int = 1
 
     @abstractmethod
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
-        """Insert n-grams of N tokens each; the first token is the key."""
+        """Insert n-grams: each sequence's last N tokens are the n-gram (its first token the key),
+        any tokens before them are left context (used by pools keyed on several tokens)."""
 
     @abstractmethod
-    def candidates(self, key: int, limit: int) -> list[tuple[int, ...]]:
-        """At most ``limit`` continuations (N-1 tokens each) stored under ``key``."""
+    def candidates(self, context: Sequence[int], limit: int) -> list[tuple[int, ...]]:
+        """At most ``limit`` continuations (N-1 tokens each) to verify after ``context``, the last
+        committed tokens (newest last, at least one)."""
 
-    def record_hit(self, key: int, continuation: tuple[int, ...]) -> None:  # noqa: B027
-        """Called when a continuation served as a candidate was (partly) accepted."""
+    def start(self, prompt: Sequence[int]) -> None:  # noqa: B027
+        """A ``generate`` call begins with ``prompt`` (token ids)."""
+
+    def observe(self, sequence: Sequence[int], new_tokens: int) -> None:  # noqa: B027
+        """A step committed the last ``new_tokens`` tokens of ``sequence`` (prompt + output so far)."""
+
+    def record_hit(self, context: Sequence[int], continuation: tuple[int, ...]) -> None:  # noqa: B027
+        """A continuation served as a candidate after ``context`` was (partly) accepted."""
 
     def reset(self) -> None:  # noqa: B027
-        """Forget everything (a new, unrelated sequence)."""
+        """Forget everything."""
 
 
 class Verifier(ABC):

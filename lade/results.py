@@ -15,6 +15,7 @@ import pandas as pd
 from lade.tracking import METRICS_FILE
 
 SUMMARY_COLUMNS = {
+    "tag": "tag",
     "window": "W",
     "ngram": "N",
     "guess": "G",
@@ -88,7 +89,16 @@ def load_steps(path: str | Path) -> pd.DataFrame:
     return _load_tables(path, "steps.csv")
 
 
-VARYING_COLUMNS = ("model", "category", "max_new_tokens", "seed")
+VARYING_COLUMNS = ("key_length", "seed_prompt", "seed_output", "selection", "model", "max_new_tokens", "seed")
+
+
+def _cell(value) -> str:
+    """A table cell: '-' for missing values, whole floats without their '.0'."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def summary_table(frame: pd.DataFrame) -> str:
@@ -115,6 +125,7 @@ def summary_table(frame: pd.DataFrame) -> str:
         if column in view:
             view[column] = view[column].map(lambda v: f"{v:.1f}" if pd.notna(v) else "-")
     header = "| " + " | ".join(view.columns) + " |"
+    view = view.map(_cell)
     rule = "|" + "---|" * len(view.columns)
     body = ["| " + " | ".join(str(v) for v in row) + " |" for row in view.itertuples(index=False)]
     return "\n".join([header, rule, *body])

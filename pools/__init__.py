@@ -1,6 +1,15 @@
 """N-gram pools and their eviction policies."""
 
 from pools.bucket import BucketedNGramPool
-from pools.eviction import LRUEviction
+from pools.eviction import FIFOEviction, LFUEviction, LRUEviction, NoEviction, RandomEviction
+from pools.prompt_lookup import PromptLookupPool
 
-__all__ = ["BucketedNGramPool", "LRUEviction"]
+__all__ = [
+    "BucketedNGramPool",
+    "FIFOEviction",
+    "LFUEviction",
+    "LRUEviction",
+    "NoEviction",
+    "PromptLookupPool",
+    "RandomEviction",
+]

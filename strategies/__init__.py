@@ -1,7 +1,8 @@
 """Proposers and verifiers."""
 
+from strategies.gauss_seidel import GaussSeidelProposer
 from strategies.greedy import GreedyVerifier
 from strategies.jacobi import JacobiProposer
 from strategies.plain import AutoregressiveProposer
 
-__all__ = ["AutoregressiveProposer", "GreedyVerifier", "JacobiProposer"]
+__all__ = ["AutoregressiveProposer", "GaussSeidelProposer", "GreedyVerifier", "JacobiProposer"]

@@ -45,10 +45,8 @@ class JacobiProposer(Proposer):
             raise RuntimeError("call start(prompt) before lookahead_branch()")
         return LookaheadBranch(self._levels)
 
-    def update(
-        self, newest_level_logits: torch.Tensor | None, accepted: Verification
-    ) -> list[tuple[int, ...]]:
-        new_level = newest_level_logits.argmax(dim=-1).to(self._levels.device)  # [W]
+    def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
+        new_level = level_logits[-1].argmax(dim=-1).to(self._levels.device)  # [W]: newest level only
         if self._levels.shape[0] < self.ngram - 1:
             self._levels = torch.cat([self._levels, new_level[None]])
             return []

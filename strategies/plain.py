@@ -22,7 +22,5 @@ class AutoregressiveProposer(Proposer):
     def lookahead_branch(self) -> LookaheadBranch:
         return LookaheadBranch(self._empty)
 
-    def update(
-        self, newest_level_logits: torch.Tensor | None, accepted: Verification
-    ) -> list[tuple[int, ...]]:
+    def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
         return []

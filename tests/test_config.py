@@ -50,11 +50,22 @@ def test_every_proposer_builds_a_proposer(option):
     assert isinstance(instantiate(compose_config(f"proposer={option}").proposer), Proposer)
 
 
-@pytest.mark.parametrize("eviction", options("pool/eviction"))
 @pytest.mark.parametrize("option", options("pool"))
-def test_every_pool_and_eviction_build(option, eviction):
-    pool = instantiate(compose_config(f"pool={option}", f"pool/eviction={eviction}").pool)
-    assert isinstance(pool, NGramPool) and isinstance(pool.eviction, EvictionPolicy)
+def test_every_pool_builds_with_every_eviction_it_takes(option):
+    cfg = compose_config(f"pool={option}")
+    evictions = options("pool/eviction") if "eviction" in cfg.pool else [None]
+    for eviction in evictions:
+        overrides = [f"pool={option}"] + ([f"pool/eviction={eviction}"] if eviction else [])
+        pool = instantiate(compose_config(*overrides).pool)
+        assert isinstance(pool, NGramPool)
+        assert eviction is None or isinstance(pool.eviction, EvictionPolicy)
+
+
+def test_prompt_lookup_proposer_brings_its_pool():
+    cfg = compose_config("proposer=prompt_lookup")
+    assert cfg.pool._target_ == "pools.PromptLookupPool"
+    components = validate(compose_config("experiment=quick", "proposer=prompt_lookup"))
+    assert components.pool.__class__.__name__ == "PromptLookupPool"
 
 
 @pytest.mark.parametrize("option", options("verifier"))
@@ -165,3 +176,10 @@ def test_bad_values_fail_before_any_model_loads(overrides, match):
 def test_resolved_config_is_plain_yaml():
     text = OmegaConf.to_yaml(compose_config("window=3"), resolve=True)
     assert "${" not in text and "window: 3" in text
+
+
+@pytest.mark.parametrize("option", options("ablation"))
+def test_every_ablation_validates_and_is_tagged(option):
+    cfg = compose_config("experiment=quick", f"ablation={option}")
+    components = validate(cfg)
+    assert cfg.tag == option and isinstance(components.proposer, Proposer)
