@@ -43,9 +43,13 @@ class LadeSchema:
     guess: int = 7
     lookahead: LookaheadSchema = field(default_factory=LookaheadSchema)
     max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
     seed: int = 0
     name: str = "lade"
     tag: str = ""
+    chat: Any = None  # python -m lade.chat only
     model: Any = MISSING
     proposer: Any = MISSING
     pool: Any = MISSING

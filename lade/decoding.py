@@ -8,6 +8,7 @@ its window and harvests n-grams into the pool; the cache keeps the accepted toke
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
 from strategies.greedy import GreedyVerifier
 from strategies.jacobi import JacobiProposer
+from strategies.sampling import SamplingVerifier
 
 Streamer = Callable[[list[int]], None]
 
@@ -85,6 +87,7 @@ class LookaheadDecoder:
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
         self.pool = BucketedNGramPool(ngram, capacity=guess, eviction=LRUEviction()) if pool is None else pool
         self.verifier = GreedyVerifier() if verifier is None else verifier
+        self.seed = seed
         for role, component in (("proposer", self.proposer), ("pool", self.pool)):
             if getattr(component, "ngram", ngram) != ngram:
                 raise ValueError(f"{role} has ngram={component.ngram} but the decoder has ngram={ngram}")
@@ -103,8 +106,16 @@ class LookaheadDecoder:
         eos_token_id: int | Iterable[int] | None = None,
         streamer: Streamer | None = None,
         generator: torch.Generator | None = None,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        repetition_penalty: float | None = None,
+        logits_processor=None,
+        generation_config=None,
     ) -> GenerationResult:
-        """Greedy-decode up to ``max_new_tokens`` tokens after ``input_ids``.
+        """Decode up to ``max_new_tokens`` tokens after ``input_ids``, exactly as ``model.generate``.
 
         Args:
             input_ids: LongTensor [1, T] (or [T]), T >= 1.
@@ -113,7 +124,13 @@ class LookaheadDecoder:
                 after it); default: the model's ``generation_config.eos_token_id``.
             streamer: called with the tokens committed by each step, in order; an object with
                 ``put``/``end`` methods (a transformers ``BaseStreamer``) is driven like ``generate`` does.
-            generator: seeds the proposer's window initialisation for this call.
+            generator: drives every random choice of this call (window initialisation, sampling);
+                seed it to repeat a run exactly.
+            do_sample, temperature, top_k, top_p, min_p, repetition_penalty, logits_processor,
+                generation_config: as in ``model.generate`` (``top_k=0``/``top_p=1.0`` off; the
+                model's ``generation_config`` is the base for unset values). With any of them the call
+                uses a ``SamplingVerifier`` (``do_sample=True``) or a processing ``GreedyVerifier``;
+                without, the decoder's own verifier.
 
         Returns:
             ``GenerationResult`` with ``sequences`` LongTensor [1, T + new] and ``metrics``.
@@ -127,12 +144,23 @@ class LookaheadDecoder:
                 f"prompt length {prompt.shape[0]} + max_new_tokens {max_new_tokens} exceeds the model's "
                 f"context length {self.context_length}"
             )
+        verifier = self._verifier_for_call(
+            generator,
+            do_sample,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            repetition_penalty,
+            logits_processor,
+            generation_config,
+        )
         metrics = DecodingMetrics()
         if hasattr(streamer, "put"):
             streamer.put(prompt[None].cpu())
         generated: list[int] = []
         if max_new_tokens > 0:
-            generated = self._decode(prompt, max_new_tokens, eos, streamer, generator, metrics)
+            generated = self._decode(prompt, max_new_tokens, eos, streamer, generator, verifier, metrics)
         if hasattr(streamer, "end"):
             streamer.end()
         new = torch.tensor(generated, dtype=prompt.dtype, device=prompt.device)
@@ -142,7 +170,34 @@ class LookaheadDecoder:
 
     # ------------------------------------------------------------------ the loop
 
-    def _decode(self, prompt, max_new_tokens, eos, streamer, generator, metrics) -> list[int]:
+    def _verifier_for_call(self, generator, do_sample, *options) -> Verifier:
+        """The decoder's verifier, or one built for this call's generation controls."""
+        temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config = options
+        if do_sample is None:
+            do_sample = bool(getattr(generation_config, "do_sample", False))
+        if do_sample or any(option is not None for option in options):
+            base = generation_config if generation_config is not None else self.model.generation_config
+            if do_sample:
+                return SamplingVerifier(
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    repetition_penalty,
+                    logits_processor,
+                    base,
+                    generator=generator
+                    if generator is not None
+                    else torch.Generator().manual_seed(self.seed),
+                )
+            return GreedyVerifier(repetition_penalty, logits_processor, base)
+        if generator is not None and hasattr(self.verifier, "generator"):
+            verifier = copy.copy(self.verifier)  # this call's randomness, the decoder's settings
+            verifier.generator = generator
+            return verifier
+        return self.verifier
+
+    def _decode(self, prompt, max_new_tokens, eos, streamer, generator, verifier, metrics) -> list[int]:
         cache = new_cache()
         prefill_start = time.perf_counter()
         if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
@@ -173,8 +228,8 @@ class LookaheadDecoder:
             logits = self._forward(tokens, layout, prefix_len, cache)  # [S, V]
             timer.lap("forward")
 
-            verification = self.verifier.verify(
-                torch.cat([logits[:1], logits[layout.candidates]]), candidates
+            verification = verifier.verify(
+                torch.cat([logits[:1], logits[layout.candidates]]), candidates, committed
             )
             timer.lap("verify")
 

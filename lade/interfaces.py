@@ -93,13 +93,17 @@ class Verifier(ABC):
     """Decides which tokens to commit from the model's logits over the verification branch."""
 
     @abstractmethod
-    def verify(self, logits: torch.Tensor, candidates: Candidates) -> Verification:
+    def verify(
+        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
+    ) -> Verification:
         """Accept the longest valid prefix of one candidate plus one token from the model.
 
         Args:
             logits: FloatTensor [1 + G' * (N-1), V]. Row 0 holds the logits after the last committed
                 token; row ``1 + i * (N-1) + j`` those after token ``j`` of candidate ``i``.
             candidates: LongTensor [G', N-1] inside a ``Candidates``.
+            prefix: the committed token ids (prompt + output, the last token included), for logits
+                processors that look at the context.
 
         Returns:
             a ``Verification`` with at least one token.

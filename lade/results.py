@@ -89,7 +89,20 @@ def load_steps(path: str | Path) -> pd.DataFrame:
     return _load_tables(path, "steps.csv")
 
 
-VARYING_COLUMNS = ("key_length", "seed_prompt", "seed_output", "selection", "model", "max_new_tokens", "seed")
+VARYING_COLUMNS = (
+    "key_length",
+    "seed_prompt",
+    "seed_output",
+    "selection",
+    "model",
+    "max_new_tokens",
+    "seed",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+)
 
 
 def _cell(value) -> str:

@@ -33,7 +33,7 @@ class GaussSeidelProposer(JacobiProposer):
     """
 
     def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
-        out = level_logits.argmax(dim=-1).to(self._levels.device)  # [L, W]
+        out = self._guess(level_logits)  # [L, W]
         num_levels, window = out.shape
         shift = len(accepted.tokens) - 1
         grams: list[tuple[int, ...]] = []

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from lade.interfaces import Verifier
 from lade.types import Candidates, Verification
+from strategies.processing import build_processors, process
 
 
 class GreedyVerifier(Verifier):
@@ -16,9 +19,29 @@ class GreedyVerifier(Verifier):
     ``j`` with ``candidate[i, j] != m_i[j]``; the committed tokens are ``m_i[:k+1]`` for the best
     candidate with ``k`` matches: the matched tokens and the bonus token, up to N per step. Ties go
     to the first candidate. With no candidates this is one plain greedy step.
+
+    With ``repetition_penalty`` or ``logits_processor`` (HF semantics, as in greedy ``generate``),
+    each position's argmax is taken over its processed scores given its exact prefix.
     """
 
-    def verify(self, logits: torch.Tensor, candidates: Candidates) -> Verification:
+    def __init__(
+        self,
+        repetition_penalty: float | None = None,
+        logits_processor: Sequence | None = None,
+        generation_config=None,
+    ):
+        self.processors = build_processors(
+            False,
+            repetition_penalty=repetition_penalty,
+            logits_processor=logits_processor,
+            generation_config=generation_config,
+        )
+
+    def verify(
+        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
+    ) -> Verification:
+        if self.processors:
+            return self._verify_processed(logits, candidates, prefix)
         predicted = logits.argmax(dim=-1)  # [1 + G'(N-1)]
         if candidates.count == 0:
             return Verification(tokens=[int(predicted[0])], candidate_index=-1, matched=0)
@@ -34,3 +57,22 @@ class GreedyVerifier(Verifier):
             candidate_index=best if k > 0 else -1,
             matched=k,
         )
+
+    def _verify_processed(
+        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int]
+    ) -> Verification:
+        """Position by position: the processed argmax given the accepted prefix, while a candidate agrees."""
+        drafts = candidates.tokens.tolist()
+        length = candidates.tokens.shape[1] if candidates.count else 0
+        alive, accepted, row = list(range(candidates.count)), [], 0
+        while True:
+            token = int(process(self.processors, [*prefix, *accepted], logits[row]).argmax())
+            position = len(accepted)
+            matching = [i for i in alive if position < length and drafts[i][position] == token]
+            if not matching:
+                break
+            accepted.append(token)
+            alive = matching
+            row = 1 + alive[0] * length + position
+        winner = alive[0] if accepted else -1
+        return Verification(tokens=[*accepted, token], candidate_index=winner, matched=len(accepted))

@@ -22,21 +22,30 @@ class JacobiProposer(Proposer):
 
     Level 0 starts as W tokens drawn uniformly from the prompt with a seeded generator, so runs repeat.
     Positions are relative to the last committed token, so the window never has to be re-indexed.
+
+    ``guesses="argmax"`` (the paper's choice, also under sampling) takes each new guess as the
+    argmax; ``"sample"`` draws it from the model's softmax with the call's generator. Either way
+    the output is lossless: verification alone decides what is committed.
     """
 
-    def __init__(self, window: int, ngram: int, seed: int = 0):
+    def __init__(self, window: int, ngram: int, seed: int = 0, guesses: str = "argmax"):
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         if ngram < 2:
             raise ValueError(f"ngram must be >= 2, got {ngram}")
         self.window = window
         self.ngram = ngram
+        if guesses not in ("argmax", "sample"):
+            raise ValueError(f"guesses must be 'argmax' or 'sample', got {guesses!r}")
         self.seed = seed
+        self.guesses = guesses
         self._levels: torch.Tensor | None = None  # [L, W]
+        self._generator: torch.Generator | None = None
 
     def start(self, prompt: torch.Tensor, generator: torch.Generator | None = None) -> None:
         if generator is None:
             generator = torch.Generator().manual_seed(self.seed)
+        self._generator = generator
         picks = torch.randint(prompt.shape[0], (self.window,), generator=generator, device=generator.device)
         self._levels = prompt[picks.to(prompt.device)][None]
 
@@ -46,10 +55,18 @@ class JacobiProposer(Proposer):
         return LookaheadBranch(self._levels)
 
     def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
-        new_level = level_logits[-1].argmax(dim=-1).to(self._levels.device)  # [W]: newest level only
+        new_level = self._guess(level_logits[-1])  # [W]: from the newest level only
         if self._levels.shape[0] < self.ngram - 1:
             self._levels = torch.cat([self._levels, new_level[None]])
             return []
         grams = torch.cat([self._levels.T, new_level[:, None]], dim=1)  # [W, N]
         self._levels = torch.cat([self._levels[1:], new_level[None]])
         return [tuple(gram) for gram in grams.tolist()]
+
+    def _guess(self, logits: torch.Tensor) -> torch.Tensor:
+        """New guesses [...] from logits [..., V]: argmax, or a sample with the call's generator."""
+        if self.guesses == "argmax":
+            return logits.argmax(dim=-1).to(self._levels.device)
+        probabilities = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
+        drawn = torch.multinomial(probabilities.to(self._generator.device), 1, generator=self._generator)
+        return drawn.view(logits.shape[:-1]).to(self._levels.device)

@@ -1,0 +1,100 @@
+"""Lossless sampling verification: multi-candidate speculative sampling with one-hot drafts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers import LogitsProcessorList
+
+from lade.interfaces import Verifier
+from lade.types import Candidates, Verification
+from strategies.processing import build_processors, process
+
+
+class SamplingVerifier(Verifier):
+    """Commits tokens distributed exactly as the model's own sampling would produce them.
+
+    Algorithm, position by position (j = 0 .. N-2), starting with every candidate alive:
+
+    1. ``p`` = softmax of the processed logits at this position, given its exact prefix (the
+       committed tokens and the tokens accepted so far; the row of any alive candidate: they share it).
+    2. For each alive candidate in order, with draft token ``d`` (its token j; a token already
+       rejected here is skipped): accept ``d`` with probability ``r(d) / sum(r)``, where ``r`` starts as
+       ``p``; on rejection set ``r(d) = 0`` and try the next candidate.
+    3. If a draft was accepted, keep only the candidates whose token j is ``d`` and go to the next
+       position (after all N-1 positions, sample the bonus token from the next ``p``). If every
+       draft was rejected, sample the committed token from ``r / sum(r)`` and stop.
+
+    Why it is exact: a draft is a point mass, so accepting ``d1`` with probability ``p(d1)`` and
+    otherwise sampling from ``p`` with ``d1`` removed and renormalised yields ``p`` itself; trying the
+    next draft ``d2`` against that residual is the same argument applied again (recursive rejection
+    sampling; Leviathan et al. 2023, Chen et al. 2023, SpecTr). The drafts depend only on the past,
+    never on this position's randomness, so every committed token is drawn from the model's
+    conditional distribution given its prefix: the sequence is distributed as plain sampling.
+
+    Args:
+        temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config:
+            as in ``model.generate`` (``top_k=0``/``top_p=1.0`` off); see ``strategies.processing``.
+        generator: the ``torch.Generator`` that drives every random choice (seed it to repeat a run).
+    """
+
+    def __init__(
+        self,
+        temperature: float | None = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        repetition_penalty: float | None = None,
+        logits_processor: Sequence | None = None,
+        generation_config=None,
+        generator: torch.Generator | None = None,
+        seed: int = 0,
+    ):
+        self.processors: LogitsProcessorList = build_processors(
+            True, temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config
+        )
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+
+    def _probabilities(self, prefix: Sequence[int], scores: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(process(self.processors, prefix, scores).double(), dim=-1).cpu()
+
+    def _uniform(self) -> float:
+        return float(torch.rand((), generator=self.generator, device=self.generator.device))
+
+    def _sample(self, weights: torch.Tensor) -> int:
+        return int(torch.multinomial(weights.to(self.generator.device), 1, generator=self.generator))
+
+    def verify(
+        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
+    ) -> Verification:
+        drafts = candidates.tokens.tolist()  # [G'][N-1]
+        length = candidates.tokens.shape[1] if candidates.count else 0
+        alive = list(range(candidates.count))
+        accepted: list[int] = []
+        row = 0  # logits row of the current position: after the last committed token
+        while True:
+            probabilities = self._probabilities([*prefix, *accepted], logits[row])
+            if len(accepted) == length or not alive:
+                token = self._sample(probabilities)
+                break
+            residual = probabilities.clone()
+            chosen = None
+            for index in alive:
+                draft = drafts[index][len(accepted)]
+                total = float(residual.sum())
+                if residual[draft] == 0 or total <= 0:
+                    continue  # rejected before at this position (or outside the support)
+                if self._uniform() * total < float(residual[draft]):
+                    chosen = draft
+                    break
+                residual[draft] = 0.0
+            if chosen is None:
+                token = self._sample(residual)
+                break
+            position = len(accepted)
+            accepted.append(chosen)
+            alive = [index for index in alive if drafts[index][position] == chosen]
+            row = 1 + alive[0] * length + position
+        winner = alive[0] if accepted else -1
+        return Verification(tokens=[*accepted, token], candidate_index=winner, matched=len(accepted))

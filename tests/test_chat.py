@@ -1,0 +1,79 @@
+"""The streaming chat: scripted turns through a pipe, interruption, end of input."""
+
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+import lade
+from lade.chat import TextStreamer, chat_session
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return lade.load_model("smollm2")[1]
+
+
+def test_piped_turns_stream_answers_with_stats_and_exit_on_eof():
+    turns = "Hi!\nName a colour.\n"
+    result = subprocess.run(
+        [sys.executable, "-m", "lade.chat", "max_new_tokens=12", "verifier=greedy"],
+        input=turns,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count(" tokens/s, ") == 2 and result.stdout.count("tokens/step]") == 2
+    assert "Traceback" not in result.stderr and "\033[" not in result.stdout  # no colour codes into a pipe
+
+
+class FakeDecoder:
+    """Streams two tokens, then is interrupted like a Ctrl-C in the middle of an answer."""
+
+    class pool:  # noqa: N801 - stands in for the decoder's pool
+        resets = 0
+
+        @classmethod
+        def reset(cls):
+            cls.resets += 1
+
+    def __init__(self, tokens):
+        self.tokens = tokens
+
+    def generate(self, input_ids, max_new_tokens, streamer):
+        streamer(self.tokens[:2])
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_keeps_the_partial_answer_and_the_chat_goes_on(tokenizer):
+    tokens = tokenizer("Hello world, how are you", add_special_tokens=False).input_ids
+    lines = iter(["first question", "/reset", "second question"])
+    written = []
+
+    def read(_prompt):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    cfg = OmegaConf.create(
+        {"max_new_tokens": 8, "chat": {"system_prompt": None, "color": False, "stats": True}}
+    )
+    turns = chat_session(FakeDecoder(tokens), tokenizer, cfg, read=read, write=written.append)
+    output = "".join(written)
+    assert turns == 2 and output.count("[interrupted]") == 2 and FakeDecoder.pool.resets == 1
+    assert tokenizer.decode(tokens[:2]) in output
+
+
+def test_streamer_colours_multi_token_blocks(tokenizer):
+    chunks = []
+    streamer = TextStreamer(tokenizer, chunks.append, color=True)
+    ids = tokenizer("one two three", add_special_tokens=False).input_ids
+    streamer(ids[:1])
+    streamer(ids[1:])
+    assert not chunks[0].startswith("\033[") and chunks[1].startswith("\033[")
+    assert streamer.tokens == ids
