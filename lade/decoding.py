@@ -62,7 +62,7 @@ class LookaheadDecoder:
         ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step.
         guess: G, candidates verified per step (>= 0; 0 disables verification).
         proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
-            capacity G and LRU eviction, and greedy verification.
+            capacity G, LRU eviction and the prompt's n-grams seeded, and greedy verification.
         seed: seeds the default proposer's window initialisation.
 
     The pool starts each ``generate`` call empty unless it is persistent (``BucketedNGramPool``).
@@ -85,7 +85,9 @@ class LookaheadDecoder:
         self.model = model
         # `is None`, not `or`: an empty pool has len() 0 and would read as false
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
-        self.pool = BucketedNGramPool(ngram, capacity=guess, eviction=LRUEviction()) if pool is None else pool
+        if pool is None:  # the reference pool, plus prompt seeding (the strategy ablation's one clear gain)
+            pool = BucketedNGramPool(ngram, capacity=guess, eviction=LRUEviction(), seed_prompt=True)
+        self.pool = pool
         self.verifier = GreedyVerifier() if verifier is None else verifier
         self.seed = seed
         for role, component in (("proposer", self.proposer), ("pool", self.pool)):
@@ -144,17 +146,16 @@ class LookaheadDecoder:
                 f"prompt length {prompt.shape[0]} + max_new_tokens {max_new_tokens} exceeds the model's "
                 f"context length {self.context_length}"
             )
-        verifier = self._verifier_for_call(
-            generator,
-            do_sample,
-            temperature,
-            top_k,
-            top_p,
-            min_p,
-            repetition_penalty,
-            logits_processor,
-            generation_config,
-        )
+        controls = {
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "min_p": min_p,
+            "repetition_penalty": repetition_penalty,
+            "logits_processor": logits_processor,
+            "generation_config": generation_config,
+        }
+        verifier = self._verifier_for_call(generator, do_sample, controls)
         metrics = DecodingMetrics()
         if hasattr(streamer, "put"):
             streamer.put(prompt[None].cpu())
@@ -170,27 +171,20 @@ class LookaheadDecoder:
 
     # ------------------------------------------------------------------ the loop
 
-    def _verifier_for_call(self, generator, do_sample, *options) -> Verifier:
+    def _verifier_for_call(self, generator, do_sample: bool | None, controls: dict) -> Verifier:
         """The decoder's verifier, or one built for this call's generation controls."""
-        temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config = options
         if do_sample is None:
-            do_sample = bool(getattr(generation_config, "do_sample", False))
-        if do_sample or any(option is not None for option in options):
-            base = generation_config if generation_config is not None else self.model.generation_config
+            do_sample = bool(getattr(controls["generation_config"], "do_sample", False))
+        if do_sample or any(value is not None for value in controls.values()):
+            if controls["generation_config"] is None:  # unset values come from the model's, as in generate
+                controls = {**controls, "generation_config": self.model.generation_config}
             if do_sample:
-                return SamplingVerifier(
-                    temperature,
-                    top_k,
-                    top_p,
-                    min_p,
-                    repetition_penalty,
-                    logits_processor,
-                    base,
-                    generator=generator
-                    if generator is not None
-                    else torch.Generator().manual_seed(self.seed),
-                )
-            return GreedyVerifier(repetition_penalty, logits_processor, base)
+                if generator is None:
+                    generator = torch.Generator().manual_seed(self.seed)
+                return SamplingVerifier(**controls, generator=generator)
+            return GreedyVerifier(
+                controls["repetition_penalty"], controls["logits_processor"], controls["generation_config"]
+            )
         if generator is not None and hasattr(self.verifier, "generator"):
             verifier = copy.copy(self.verifier)  # this call's randomness, the decoder's settings
             verifier.generator = generator

@@ -71,6 +71,7 @@ def describe(cfg: DictConfig) -> dict:
         "data": cfg.data["_target_"].rsplit(".", 1)[-1].removeprefix("load_"),
         "category": str(cfg.data.get("category")) if cfg.data.get("category") is not None else None,
         "proposer": cfg.proposer["_target_"].rsplit(".", 1)[-1],
+        "guesses": cfg.proposer.get("guesses"),
         "pool": cfg.pool["_target_"].rsplit(".", 1)[-1],
         "eviction": cfg.pool.eviction["_target_"].rsplit(".", 1)[-1] if "eviction" in cfg.pool else None,
         **{option: cfg.pool.get(option) for option in pool_options},

@@ -90,6 +90,7 @@ def load_steps(path: str | Path) -> pd.DataFrame:
 
 
 VARYING_COLUMNS = (
+    "guesses",
     "key_length",
     "seed_prompt",
     "seed_output",

@@ -36,9 +36,10 @@ class GaussSeidelProposer(JacobiProposer):
         out = self._guess(level_logits)  # [L, W]
         num_levels, window = out.shape
         shift = len(accepted.tokens) - 1
-        grams: list[tuple[int, ...]] = []
         if num_levels == self.ngram - 1:
-            grams = [tuple(g) for g in torch.cat([self._levels.T, out[-1][:, None]], dim=1).tolist()]
+            grams = self._harvest(out[-1], accepted)
+        else:
+            grams, self._root = [], accepted.tokens[-1]
         rows = [self._fresh_row(out, r, shift) for r in range(num_levels)]
         if num_levels < self.ngram - 1:
             rows.append(self._fresh_row(out, num_levels - 1, shift + 1))

@@ -41,11 +41,13 @@ class JacobiProposer(Proposer):
         self.guesses = guesses
         self._levels: torch.Tensor | None = None  # [L, W]
         self._generator: torch.Generator | None = None
+        self._root = 0  # the last committed token: the start of every path through the window
 
     def start(self, prompt: torch.Tensor, generator: torch.Generator | None = None) -> None:
         if generator is None:
             generator = torch.Generator().manual_seed(self.seed)
         self._generator = generator
+        self._root = int(prompt[-1])
         picks = torch.randint(prompt.shape[0], (self.window,), generator=generator, device=generator.device)
         self._levels = prompt[picks.to(prompt.device)][None]
 
@@ -58,10 +60,20 @@ class JacobiProposer(Proposer):
         new_level = self._guess(level_logits[-1])  # [W]: from the newest level only
         if self._levels.shape[0] < self.ngram - 1:
             self._levels = torch.cat([self._levels, new_level[None]])
+            self._root = accepted.tokens[-1]
             return []
-        grams = torch.cat([self._levels.T, new_level[:, None]], dim=1)  # [W, N]
+        grams = self._harvest(new_level, accepted)
         self._levels = torch.cat([self._levels[1:], new_level[None]])
-        return [tuple(gram) for gram in grams.tolist()]
+        return grams
+
+    def _harvest(self, new_level: torch.Tensor, accepted: Verification) -> list[tuple[int, ...]]:
+        """Column c read down the levels plus its new token, after its left context: the tokens
+        before it on its path (the last committed token, then level 0 up to column c-1), which
+        pools keyed on several tokens use."""
+        grams = torch.cat([self._levels.T, new_level[:, None]], dim=1).tolist()  # [W, N]
+        path = [self._root, *self._levels[0].tolist()]
+        self._root = accepted.tokens[-1]
+        return [tuple(path[: c + 1] + gram) for c, gram in enumerate(grams)]
 
     def _guess(self, logits: torch.Tensor) -> torch.Tensor:
         """New guesses [...] from logits [..., V]: argmax, or a sample with the call's generator."""

@@ -30,9 +30,11 @@ def accepted(count: int) -> Verification:
 @pytest.mark.parametrize("proposer_class", [JacobiProposer, GaussSeidelProposer])
 def test_harvest_reads_columns_plus_the_new_token(proposer_class):
     proposer = proposer_class(window=3, ngram=3)
+    proposer.start(torch.tensor([9, 9, K]))  # K: the last committed token, where every path starts
     proposer._levels = torch.tensor([[A, B, C], [D, E, F]])
     grams = proposer.update(logits_from([[G, H, I], [J, K, L]]), accepted(1))
-    assert grams == [(A, D, J), (B, E, K), (C, F, L)]
+    assert [gram[-3:] for gram in grams] == [(A, D, J), (B, E, K), (C, F, L)]
+    assert [gram[:-3] for gram in grams] == [(K,), (K, A), (K, A, B)]  # left context along the path
 
 
 def test_worked_example_jacobi_vs_gauss_seidel():
