@@ -9,6 +9,7 @@ its window and harvests n-grams into the pool; the cache keeps the accepted toke
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class LookaheadDecoder:
         proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
             capacity G, LRU eviction and the prompt's n-grams seeded, and greedy verification.
         seed: seeds the default proposer's window initialisation.
+        lean_logits: compute logits only at the rows that are read (the last token, the levels the
+            proposer reads, the candidates) instead of at every step token.
 
     The pool starts each ``generate`` call empty unless it is persistent (``BucketedNGramPool``).
     """
@@ -78,6 +81,7 @@ class LookaheadDecoder:
         pool: NGramPool | None = None,
         verifier: Verifier | None = None,
         seed: int = 0,
+        lean_logits: bool = True,
     ):
         self.window = _positive_int("window", window, 1)
         self.ngram = _positive_int("ngram", ngram, 2)
@@ -97,6 +101,9 @@ class LookaheadDecoder:
         self.context_length = context_length(model.config)
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self._layouts: dict[tuple, StepLayout] = {}
+        self._rows: dict[tuple, torch.Tensor] = {}
+        self.lean_logits = lean_logits
+        self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     # ------------------------------------------------------------------ public API
 
@@ -195,7 +202,7 @@ class LookaheadDecoder:
         cache = new_cache()
         prefill_start = time.perf_counter()
         if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
-            self._forward(prompt[:-1], self._layout_chain(prompt.shape[0] - 1), 0, cache, logits=False)
+            self._forward(prompt[:-1], self._layout_chain(prompt.shape[0] - 1), 0, cache)
         metrics.prefill_s = time.perf_counter() - prefill_start
         committed = prompt.tolist()  # prompt + output so far: the pool's context and history
         self.pool.start(committed)
@@ -219,19 +226,18 @@ class LookaheadDecoder:
             )
             timer.lap("propose")
 
-            logits = self._forward(tokens, layout, prefix_len, cache)  # [S, V]
+            read = self.proposer.levels_read(branch.num_levels) if self.lean_logits else branch.num_levels
+            rows = self._rows_read(layout, read)
+            logits = self._forward(tokens, layout, prefix_len, cache, rows)  # [1 + read*W + G'(N-1), V]
             timer.lap("forward")
 
+            after_levels = 1 + read * branch.window
             verification = verifier.verify(
-                torch.cat([logits[:1], logits[layout.candidates]]), candidates, committed
+                torch.cat([logits[:1], logits[after_levels:]]), candidates, committed
             )
             timer.lap("verify")
 
-            levels = (
-                logits[layout.branch].view(branch.num_levels, branch.window, -1)
-                if branch.num_levels
-                else None
-            )
+            levels = logits[1:after_levels].view(read, branch.window, -1) if read else None
             self.pool.add(self.proposer.update(levels, verification))
             if verification.candidate_index >= 0:
                 self.pool.record_hit(context, continuations[verification.candidate_index])
@@ -267,8 +273,9 @@ class LookaheadDecoder:
                 return tokens[: i + 1], True
         return tokens, False
 
-    def _forward(self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, logits: bool = True):
-        """Run the model over one step's tokens [S]; return logits [S, V] (or None)."""
+    def _forward(self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, rows=None):
+        """Run the model over one step's tokens [S]; return the logits [len(rows), V] of ``rows``
+        (LongTensor of step rows, or None for no logits at all: the prefill)."""
         positions = prefix_len + layout.depths
         if self.context_length is not None:
             # Only guesses past the end of the budget can reach here; their outputs are never committed.
@@ -278,7 +285,9 @@ class LookaheadDecoder:
             for kind, window in self.mask_plan.windows.items()
         }
         attention_mask = masks if self.mask_plan.by_layer_type else next(iter(masks.values()))
-        extra = {} if logits else {"logits_to_keep": 1}
+        extra = {}
+        if self._keeps_logits:  # the LM head runs only on the rows that are read
+            extra["logits_to_keep"] = 1 if rows is None else rows
         out = self.model(
             input_ids=tokens[None],
             position_ids=positions[None],
@@ -287,7 +296,19 @@ class LookaheadDecoder:
             use_cache=True,
             **extra,
         )
-        return out.logits[0] if logits else None
+        if rows is None:
+            return None
+        return out.logits[0] if self._keeps_logits else out.logits[0, rows]
+
+    def _rows_read(self, layout: StepLayout, levels_read: int) -> torch.Tensor:
+        """Step rows whose logits are read: the last token, the newest ``levels_read`` levels, the
+        candidates (LongTensor [1 + levels_read*W + G'(N-1)], cached per shape)."""
+        key = (layout.num_levels, layout.window, layout.num_candidates, levels_read)
+        if key not in self._rows:
+            first_level = 1 + (layout.num_levels - levels_read) * layout.window
+            rows = [0, *range(first_level, layout.branch.stop), *range(layout.candidates.start, layout.size)]
+            self._rows[key] = torch.tensor(rows, device=self._input_device())
+        return self._rows[key]
 
     # ------------------------------------------------------------------ helpers
 

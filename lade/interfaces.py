@@ -25,19 +25,24 @@ class Proposer(ABC):
     def lookahead_branch(self) -> LookaheadBranch:
         """The levels to run this step: LongTensor [L, W] inside a ``LookaheadBranch`` (L may be 0)."""
 
+    def levels_read(self, num_levels: int) -> int:
+        """How many of the newest levels' logits ``update`` reads (default: all ``num_levels``);
+        the loop skips the LM head on the others."""
+        return num_levels
+
     @abstractmethod
-    def update(
-        self, newest_level_logits: torch.Tensor | None, accepted: Verification
-    ) -> list[tuple[int, ...]]:
+    def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
         """Advance the window after a step and return the n-grams it harvested.
 
         Args:
-            newest_level_logits: FloatTensor [W, V], the model's logits at the newest level's
-                tokens (each predicts the token one position further), or None when L was 0.
+            level_logits: FloatTensor [R, W, V], the model's logits at the newest R =
+                ``levels_read(L)`` levels (the token at level r, column c predicts position
+                p + 2 + r + c), or None when R is 0.
             accepted: what the verifier committed this step.
 
         Returns:
-            n-grams of N tokens each (N = the proposer's n-gram size), for the pool.
+            n-grams for the pool: each tuple ends with N tokens (N = the proposer's n-gram size),
+            optionally preceded by left context.
         """
 
 

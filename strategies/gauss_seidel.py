@@ -32,6 +32,9 @@ class GaussSeidelProposer(JacobiProposer):
     one-token case). Lossless like every proposer: verification alone decides what is committed.
     """
 
+    def levels_read(self, num_levels: int) -> int:
+        return num_levels  # every level is refreshed from its own outputs
+
     def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
         out = self._guess(level_logits)  # [L, W]
         num_levels, window = out.shape

@@ -56,6 +56,9 @@ class JacobiProposer(Proposer):
             raise RuntimeError("call start(prompt) before lookahead_branch()")
         return LookaheadBranch(self._levels)
 
+    def levels_read(self, num_levels: int) -> int:
+        return min(num_levels, 1)  # only the newest level's outputs are used
+
     def update(self, level_logits: torch.Tensor | None, accepted: Verification) -> list[tuple[int, ...]]:
         new_level = self._guess(level_logits[-1])  # [W]: from the newest level only
         if self._levels.shape[0] < self.ngram - 1:

@@ -160,3 +160,17 @@ def test_seeded_runs_repeat_and_metrics_add_up(tiny_models):
     assert sum(k * v for k, v in m.accepted_histogram.items()) >= m.new_tokens
     assert m.compression_ratio == pytest.approx(m.new_tokens / m.steps)
     assert m.tokens_per_s > 0 and set(m.time_s) == {"propose", "forward", "verify", "update"}
+
+
+@pytest.mark.parametrize("arch", ("llama", "gpt2"))
+def test_logits_only_where_read_change_nothing(tiny_models, arch):
+    """lean_logits runs the LM head on the rows that are read only; the output must not change."""
+    model = tiny_models(arch, "sdpa")
+    ids = prompt("repetitive", 8)
+    runs = [
+        LookaheadDecoder(model, 4, 4, 4, lean_logits=lean).generate(ids, max_new_tokens=30, eos_token_id=[])
+        for lean in (True, False)
+    ]
+    assert torch.equal(runs[0].sequences, runs[1].sequences)
+    assert runs[0].metrics.tokens_per_step == runs[1].metrics.tokens_per_step
+    assert torch.equal(runs[0].sequences, hf_greedy(model, ids, 30))
