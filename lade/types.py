@@ -90,20 +90,6 @@ class DecodingMetrics:
         step_time = sum(self.time_s.values())
         return 1.0 - self.time_s["forward"] / step_time if step_time > 0 else 0.0
 
-    def as_dict(self) -> dict:
-        """Flat, JSON-friendly view (for logs and result tables)."""
-        return {
-            "new_tokens": self.new_tokens,
-            "steps": self.steps,
-            "compression_ratio": self.compression_ratio,
-            "tokens_per_s": self.tokens_per_s,
-            "prefill_s": self.prefill_s,
-            "total_s": self.total_s,
-            "overhead_fraction": self.overhead_fraction,
-            "accepted_histogram": {int(k): v for k, v in sorted(self.accepted_histogram.items())},
-            **{f"time_{k}_s": v for k, v in self.time_s.items()},
-        }
-
 
 @dataclass(frozen=True)
 class GenerationResult:
