@@ -228,16 +228,14 @@ class LookaheadDecoder:
 
             read = self.proposer.levels_read(branch.num_levels) if self.lean_logits else branch.num_levels
             rows = self._rows_read(layout, read)
-            logits = self._forward(tokens, layout, prefix_len, cache, rows)  # [1 + read*W + G'(N-1), V]
+            logits = self._forward(tokens, layout, prefix_len, cache, rows)  # [1 + G'(N-1) + read*W, V]
             timer.lap("forward")
 
-            after_levels = 1 + read * branch.window
-            verification = verifier.verify(
-                torch.cat([logits[:1], logits[after_levels:]]), candidates, committed
-            )
+            verified = 1 + candidates.count * (self.ngram - 1)  # rows come root, candidates, levels
+            verification = verifier.verify(logits[:verified], candidates, committed)
             timer.lap("verify")
 
-            levels = logits[1:after_levels].view(read, branch.window, -1) if read else None
+            levels = logits[verified:].view(read, branch.window, -1) if read else None
             self.pool.add(self.proposer.update(levels, verification))
             if verification.candidate_index >= 0:
                 self.pool.record_hit(context, continuations[verification.candidate_index])
@@ -250,18 +248,18 @@ class LookaheadDecoder:
             self.pool.observe(committed, len(new))
             if streamer is not None:
                 streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
-            if stop or len(generated) >= max_new_tokens:
-                timer.lap("update")
-                metrics.step_times_s.append(timer.now() - step_started)
-                break
-            # keep the last token and the accepted candidate tokens (all but the new last token)
-            accepted_rows = [
-                layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)
-            ]
-            commit(cache, prefix_len, layout.size, [0, *accepted_rows])
-            prefix_len += len(new)
+            finished = stop or len(generated) >= max_new_tokens
+            if not finished:
+                # keep the last token and the accepted candidate tokens (all but the new last token)
+                accepted = [
+                    layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)
+                ]
+                commit(cache, prefix_len, layout.size, [0, *accepted])
+                prefix_len += len(new)
             timer.lap("update")
             metrics.step_times_s.append(timer.now() - step_started)
+            if finished:
+                break
         return generated
 
     @staticmethod
@@ -301,12 +299,13 @@ class LookaheadDecoder:
         return out.logits[0] if self._keeps_logits else out.logits[0, rows]
 
     def _rows_read(self, layout: StepLayout, levels_read: int) -> torch.Tensor:
-        """Step rows whose logits are read: the last token, the newest ``levels_read`` levels, the
-        candidates (LongTensor [1 + levels_read*W + G'(N-1)], cached per shape)."""
+        """Step rows whose logits are read, in the order the loop slices them: the last token, the
+        candidates (so row 0 and the candidates are one contiguous block for the verifier, no copy),
+        then the newest ``levels_read`` levels (LongTensor [1 + G'(N-1) + levels_read*W], cached)."""
         key = (layout.num_levels, layout.window, layout.num_candidates, levels_read)
         if key not in self._rows:
             first_level = 1 + (layout.num_levels - levels_read) * layout.window
-            rows = [0, *range(first_level, layout.branch.stop), *range(layout.candidates.start, layout.size)]
+            rows = [0, *range(layout.candidates.start, layout.size), *range(first_level, layout.branch.stop)]
             self._rows[key] = torch.tensor(rows, device=self._input_device())
         return self._rows[key]
 
