@@ -1,13 +1,17 @@
-"""Benchmark: HF ``generate`` greedy vs the library's plain loop vs lookahead, alternating per prompt.
+"""Benchmark: HF ``generate`` greedy, HF prompt lookup, the library's plain loop and lookahead
+(auto and fixed W, N, G), alternating per prompt, on one or more datasets.
 
-    python -m lade.bench --model smollm2 --limit 20 --max-new-tokens 128 --config 7,5,7 --config 5,4,5
+    python -m lade.bench --dataset humaneval,mt_bench,gsm8k,summarization --limit 20 --max-new-tokens 128
+    python -m lade.bench --dataset humaneval --config 7,5,7 --config 5,4,5      # fixed configurations too
 
 For every prompt, every method runs once (after one untimed warm-up run of each), in an order that
 rotates from prompt to prompt so that machine noise hits all methods alike. Per method it prints the
-compression ratio (total new tokens / total steps), tokens/s (total new tokens / total time),
-speedup over HF greedy and over the plain loop as the ratio of total times and as the median of
-per-prompt time ratios, the share of step time spent outside the model forward, and how many outputs
-are identical to HF greedy.
+compression ratio (total new tokens / total decoding steps; for HF methods the model's forward calls,
+the prefill included since it yields the first token), tokens/s (total new tokens / total time), speedup over HF greedy and over the
+plain loop as the ratio of total times and as the median of per-prompt time ratios, the share of step
+time spent outside the model forward, and how many outputs are identical to HF greedy.
+Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories),
+``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lade.data import humaneval_prompts
+from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench
 from lade.decoding import LookaheadDecoder
 from lade.model import load_model
 from strategies.plain import AutoregressiveProposer
@@ -49,23 +53,62 @@ def parse_config(text: str) -> tuple[int, int, int]:
     return window, ngram, guess
 
 
-def build_methods(model, configs, eos, max_new_tokens):
-    """name -> callable(input_ids) returning (new token list, steps, overhead fraction)."""
+DATASETS = {  # name -> Spec-Bench categories (None: HumanEval's raw prompts)
+    "humaneval": None,
+    "mt_bench": list(MT_BENCH_CATEGORIES),
+    "gsm8k": ["math_reasoning"],
+    "summarization": ["summarization"],
+    "translation": ["translation"],
+    "qa": ["qa"],
+    "rag": ["rag"],
+}
+METHODS = ("hf_greedy", "hf_prompt_lookup", "plain_loop", "auto")
 
-    def hf_greedy(ids):
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos,
-            pad_token_id=eos[0] if eos else None,
-            top_p=None,
-            top_k=None,
-            temperature=None,
-        )
-        new = out[0, ids.shape[1] :].tolist()
-        return new, len(new), float("nan")
+
+def load_prompts(dataset: str, tokenizer, limit: int, spec_bench: str) -> list[torch.Tensor]:
+    """Token ids [1, T] of the first ``limit`` prompts of ``dataset`` (see ``DATASETS``)."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose from {sorted(DATASETS)}")
+    if DATASETS[dataset] is None:
+        return [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(limit)]
+    return [encode(p, tokenizer, "auto") for p in load_spec_bench(spec_bench, DATASETS[dataset], limit)]
+
+
+class _ForwardCounter:
+    """Counts a model's forward calls through a forward hook (steps of HF ``generate``)."""
+
+    def __init__(self, model):
+        self.calls = 0
+        model.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output) -> None:
+        self.calls += 1
+
+
+def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None):
+    """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction)."""
+    counter = _ForwardCounter(model)
+
+    def hf(**options):
+        def call(ids):
+            before = counter.calls
+            out = model.generate(
+                ids.to(model.device),
+                attention_mask=torch.ones_like(ids).to(model.device),
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=eos,
+                pad_token_id=eos[0] if eos else None,
+                top_p=None,
+                top_k=None,
+                temperature=None,
+                **options,
+            )
+            new = out[0, ids.shape[1] :].tolist()
+            # steps = forward calls: the prefill yields the first token, as our first step does
+            return new, counter.calls - before, float("nan")
+
+        return call
 
     def decoder_method(decoder):
         def call(ids):
@@ -74,15 +117,48 @@ def build_methods(model, configs, eos, max_new_tokens):
 
         return call
 
-    methods = {"hf_greedy": hf_greedy}
-    methods["plain_loop"] = decoder_method(
-        LookaheadDecoder(model, window=1, ngram=2, guess=0, proposer=AutoregressiveProposer())
-    )
+    available = {
+        "hf_greedy": lambda: hf(),
+        "hf_prompt_lookup": lambda: hf(prompt_lookup_num_tokens=prompt_lookup_tokens),
+        "plain_loop": lambda: decoder_method(
+            LookaheadDecoder(model, window=1, ngram=2, guess=0, proposer=AutoregressiveProposer())
+        ),
+        "auto": lambda: decoder_method(LookaheadDecoder(model, latency=latency)),
+    }
+    unknown = sorted(set(names) - set(available))
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {sorted(available)}")
+    methods = {name: available[name]() for name in ("hf_greedy", "plain_loop", *names) if name}
     for window, ngram, guess in configs:
         methods[f"lookahead W={window} N={ngram} G={guess}"] = decoder_method(
             LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
         )
     return methods
+
+
+def run(methods: dict, prompts: list[torch.Tensor], label: str = "") -> dict[str, MethodStats]:
+    """Every method on every prompt, rotating the order per prompt, after one warm-up run each."""
+    stats = {name: MethodStats(name) for name in methods}
+    names = list(methods)
+    for name in names:  # warm-up: first calls pay for allocations, lazy initialisation, calibration
+        methods[name](prompts[0])
+    started = time.perf_counter()
+    for i, ids in enumerate(prompts):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            t0 = time.perf_counter()
+            new, steps, overhead = methods[name](ids)
+            stats[name].seconds.append(time.perf_counter() - t0)
+            stats[name].new_tokens.append(len(new))
+            stats[name].steps.append(steps)
+            stats[name].overhead.append(overhead)
+            stats[name].outputs.append(new)
+        print(
+            f"{label} prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return stats
 
 
 def summarize(stats: dict[str, MethodStats]) -> list[dict]:
@@ -145,57 +221,54 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", default="smollm2", help="built-in name, local path or hub id")
-    parser.add_argument("--limit", type=int, default=20, help="first LIMIT HumanEval problems")
+    parser.add_argument("--dataset", default="humaneval", help=f"comma list of {', '.join(DATASETS)}")
+    parser.add_argument("--limit", type=int, default=20, help="first LIMIT prompts of each dataset")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--config", type=parse_config, action="append", help="W,N,G (repeatable)")
+    parser.add_argument(
+        "--methods", default="hf_prompt_lookup,auto", help=f"comma list of {', '.join(METHODS)} ('' for none)"
+    )
+    parser.add_argument("--config", type=parse_config, action="append", default=[], help="W,N,G (repeatable)")
+    parser.add_argument("--prompt-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--spec-bench", default="../shared/data/spec_bench/question.jsonl")
     parser.add_argument("--json", default=None, help="also write the summary rows to this JSON file")
     args = parser.parse_args(argv)
-    configs = args.config or [(7, 5, 7), (5, 4, 5), (15, 5, 15)]
     if args.threads:
         torch.set_num_threads(args.threads)
+    datasets = [d for d in args.dataset.split(",") if d]
+    names = [m for m in args.methods.split(",") if m]
 
-    model, tokenizer = load_model(args.model, attn_implementation=args.attn)
+    model, tokenizer = load_model(
+        args.model, dtype=args.dtype, device=args.device, attn_implementation=args.attn
+    )
     if tokenizer is None:
         raise ValueError(f"model {args.model!r} has no tokenizer; the benchmark needs text prompts")
+    prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench) for d in datasets}
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
-    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(args.limit)]
-    methods = build_methods(model, configs, eos, args.max_new_tokens)
-    stats = {name: MethodStats(name) for name in methods}
+    methods = build_methods(model, names, args.config, eos, args.max_new_tokens, args.prompt_lookup_tokens)
 
-    names = list(methods)
-    for name in names:  # warm-up: first calls pay for allocations and lazy initialisation
-        methods[name](prompts[0])
-    started = time.perf_counter()
-    for i, ids in enumerate(prompts):
-        order = names[i % len(names) :] + names[: i % len(names)]
-        for name in order:
-            t0 = time.perf_counter()
-            new, steps, overhead = methods[name](ids)
-            stats[name].seconds.append(time.perf_counter() - t0)
-            stats[name].new_tokens.append(len(new))
-            stats[name].steps.append(steps)
-            stats[name].overhead.append(overhead)
-            stats[name].outputs.append(new)
-        print(f"prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-
-    rows = summarize(stats)
-    print(
-        f"model={args.model} prompts={len(prompts)} (HumanEval) max_new_tokens={args.max_new_tokens} "
-        f"attn={args.attn} threads={torch.get_num_threads()} dtype={model.dtype}"
-    )
-    print(format_table(rows))
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
-    return rows
+    results = {}
+    for dataset, prompts in prompt_sets.items():
+        rows = summarize(run(methods, prompts, dataset))
+        print(
+            f"\n{dataset}: model={args.model} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
+            f"attn={args.attn} device={args.device} threads={torch.get_num_threads()} dtype={model.dtype}"
+        )
+        print(format_table(rows), flush=True)
+        results[dataset] = rows
+        if args.json:  # after every dataset: a run killed later keeps what it measured
+            with open(args.json, "w") as handle:
+                json.dump(results, handle, indent=2)
+    return results
 
 
 if __name__ == "__main__":

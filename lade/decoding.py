@@ -13,14 +13,25 @@ import inspect
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from lade.attention import MaskPlan, context_length
+from lade.autotune import AUTO, Planner, StepPlan, is_auto
 from lade.cache import commit, new_cache
+from lade.calibration import (
+    DEFAULT_SIZES,
+    LatencyModel,
+    calibration_key,
+    default_calibration_dir,
+    load_cached,
+    measure,
+    store,
+)
 from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.layout import StepLayout, additive_mask, chain_layout, step_layout, visibility
-from lade.types import Candidates, DecodingMetrics, GenerationResult
+from lade.types import Candidates, DecodingMetrics, GenerationResult, LookaheadBranch
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
 from strategies.greedy import GreedyVerifier
@@ -28,6 +39,14 @@ from strategies.jacobi import JacobiProposer
 from strategies.sampling import SamplingVerifier
 
 Streamer = Callable[[list[int]], None]
+
+# What "auto" searches up to: the lookahead branch's W and the pool's n-gram size and candidates.
+AUTO_WINDOW = 7
+AUTO_NGRAM = 6
+AUTO_GUESS = 7
+
+_MASK_HEADROOM = 256  # prefix growth a step mask buffer absorbs before it is re-made
+_MASK_LAYOUTS = 32  # step layouts whose mask buffers are kept
 
 
 def _positive_int(name: str, value, minimum: int) -> int:
@@ -59,38 +78,65 @@ class LookaheadDecoder:
     Args:
         model: any decoder-only transformers model that accepts a 4D ``attention_mask``,
             ``position_ids`` and a ``DynamicCache`` (Llama, Qwen2, Mistral, GPT-2, Gemma 3, ...).
-        window: W, guesses per lookahead level (>= 1).
-        ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step.
-        guess: G, candidates verified per step (>= 0; 0 disables verification).
+        window: W, guesses per lookahead level (>= 1), or ``"auto"``: the branch (W = 7, or the
+            given proposer's window) runs only on the steps where it is predicted to pay.
+        ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step;
+            or ``"auto"``: n-grams of 6 tokens are stored and each step verifies the candidates cut to
+            the length predicted to pay best.
+        guess: G, candidates verified per step (>= 0; 0 disables verification), or ``"auto"``: up to
+            7, as many as predicted to pay, none (a plain step) when nothing is predicted to win.
         proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
-            capacity G, LRU eviction and the prompt's n-grams seeded, and greedy verification.
+            capacity G, LRU eviction and the prompt's n-grams seeded (and, when any of W, N, G is
+            auto, the output's too), and greedy verification.
         seed: seeds the default proposer's window initialisation.
         lean_logits: compute logits only at the rows that are read (the last token, the levels the
             proposer reads, the candidates) instead of at every step token.
+        latency: forward latency vs tokens per step (``lade.calibration.LatencyModel``) for the auto
+            choices; default: measured on first use and cached per model, dtype and device.
+        calibration_dir: where measured latencies are cached (default ``~/.cache/lade/calibration``).
 
+    The auto choices are made step by step by ``lade.autotune.Planner`` from the latency curve and the
+    pool's counterfactual acceptance; they never change the output, only its speed.
     The pool starts each ``generate`` call empty unless it is persistent (``BucketedNGramPool``).
     """
 
     def __init__(
         self,
         model,
-        window: int = 7,
-        ngram: int = 5,
-        guess: int = 7,
+        window: int | str = AUTO,
+        ngram: int | str = AUTO,
+        guess: int | str = AUTO,
         proposer: Proposer | None = None,
         pool: NGramPool | None = None,
         verifier: Verifier | None = None,
         seed: int = 0,
         lean_logits: bool = True,
+        latency: LatencyModel | None = None,
+        calibration_dir: str | None = None,
     ):
-        self.window = _positive_int("window", window, 1)
+        self.auto_window, self.auto_ngram, self.auto_guess = (is_auto(v) for v in (window, ngram, guess))
+        if self.auto_window and proposer is not None:
+            window = getattr(proposer, "window", AUTO_WINDOW)
+        self.window = AUTO_WINDOW if is_auto(window) else _positive_int("window", window, 1)
+        if is_auto(ngram):
+            ngram = getattr(proposer, "ngram", None) or getattr(pool, "ngram", None) or AUTO_NGRAM
         self.ngram = _positive_int("ngram", ngram, 2)
-        self.guess = _positive_int("guess", guess, 0)
+        self.guess = AUTO_GUESS if is_auto(guess) else _positive_int("guess", guess, 0)
+        window, ngram, guess = self.window, self.ngram, self.guess
         self.model = model
         # `is None`, not `or`: an empty pool has len() 0 and would read as false
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
         if pool is None:  # the reference pool, plus prompt seeding (the strategy ablation's one clear gain)
-            pool = BucketedNGramPool(ngram, capacity=guess, eviction=LRUEviction(), seed_prompt=True)
+            # with auto settings, output seeding and 3-token keys: more candidates, and a confidence
+            # class (the matched key length) that tells the planner when long candidates hold
+            pool = BucketedNGramPool(
+                ngram,
+                capacity=guess,
+                eviction=LRUEviction(),
+                key_length=3 if self.is_auto else 1,
+                seed_prompt=True,
+                seed_output=self.is_auto,
+            )
         self.pool = pool
         self.verifier = GreedyVerifier() if verifier is None else verifier
         self.seed = seed
@@ -102,8 +148,32 @@ class LookaheadDecoder:
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self._layouts: dict[tuple, StepLayout] = {}
         self._rows: dict[tuple, torch.Tensor] = {}
+        self._mask_buffers: dict[tuple, torch.Tensor] = {}
         self.lean_logits = lean_logits
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.latency = latency
+        self.calibration_dir = calibration_dir
+
+    @property
+    def is_auto(self) -> bool:
+        """Whether any of W, N, G is chosen step by step."""
+        return self.auto_window or self.auto_ngram or self.auto_guess
+
+    def calibrate(self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False) -> LatencyModel:
+        """Measure (or load from the cache) forward latency vs tokens per step; set ``self.latency``.
+
+        ``sizes`` beyond what a step of this decoder can feed or beyond the context length are skipped.
+        ``refresh`` re-measures even when a cached curve exists.
+        """
+        directory = default_calibration_dir() if self.calibration_dir is None else self.calibration_dir
+        key = calibration_key(self.model)
+        path = Path(directory) / f"{key}.json"
+        cached = None if refresh else load_cached(path)
+        if cached is None:
+            cached = self._measure_latency(sizes, repeats)
+            store(path, cached, key)
+        self.latency = cached
+        return cached
 
     # ------------------------------------------------------------------ public API
 
@@ -208,6 +278,8 @@ class LookaheadDecoder:
         self.pool.start(committed)
         self.proposer.start(prompt, generator)
         key_length = getattr(self.pool, "key_length", 1)
+        planner = self._planner() if self.is_auto else None
+        no_branch = LookaheadBranch(prompt.new_empty(0, self.window))
 
         prefix_len = len(committed) - 1  # positions in the cache = position of the last token
         generated: list[int] = []
@@ -215,40 +287,50 @@ class LookaheadDecoder:
         while len(generated) < max_new_tokens:
             step_started = timer.now()
             context = committed[-key_length:]
-            branch = self.proposer.lookahead_branch()
             continuations = self.pool.candidates(context, self.guess)
+            plan = self._plan(planner, context, continuations, len(committed))
+            verified_ones = [c[: plan.length] for c in continuations[: plan.guesses]]
             candidates = Candidates(
-                torch.tensor(continuations, dtype=torch.long, device=prompt.device).view(-1, self.ngram - 1)
+                torch.tensor(verified_ones, dtype=torch.long, device=prompt.device).view(-1, plan.length)
             )
-            layout = self._layout(branch.num_levels, branch.window, candidates.count)
+            timer.lap("pool")
+
+            branch = self.proposer.lookahead_branch() if plan.branch else no_branch
+            layout = self._layout(branch.num_levels, branch.window, candidates.count, plan.length)
             tokens = torch.cat(
                 [prompt.new_tensor(context[-1:]), branch.levels.flatten(), candidates.tokens.flatten()]
             )
-            timer.lap("propose")
-
             read = self.proposer.levels_read(branch.num_levels) if self.lean_logits else branch.num_levels
             rows = self._rows_read(layout, read)
-            logits = self._forward(tokens, layout, prefix_len, cache, rows)  # [1 + G'(N-1) + read*W, V]
+            timer.lap("propose")
+
+            logits = self._forward(tokens, layout, prefix_len, cache, rows, timer)  # [1 + G'l + read*W, V]
             timer.lap("forward")
 
-            verified = 1 + candidates.count * (self.ngram - 1)  # rows come root, candidates, levels
+            verified = 1 + candidates.count * plan.length  # rows come root, candidates, levels
             verification = verifier.verify(logits[:verified], candidates, committed)
             timer.lap("verify")
 
-            levels = logits[verified:].view(read, branch.window, -1) if read else None
-            self.pool.add(self.proposer.update(levels, verification))
+            if plan.branch:
+                levels = logits[verified:].view(read, branch.window, -1) if read else None
+                self.pool.add(self.proposer.update(levels, verification))
             if verification.candidate_index >= 0:
                 self.pool.record_hit(context, continuations[verification.candidate_index])
             new, stop = self._truncate(verification.tokens, max_new_tokens - len(generated), eos)
             metrics.steps += 1
             metrics.accepted_histogram[len(verification.tokens)] += 1
             metrics.tokens_per_step.append(len(new))
+            metrics.step_sizes.append(layout.size)
+            metrics.branch_steps += bool(branch.num_levels)
             generated.extend(new)
             committed.extend(new)
             self.pool.observe(committed, len(new))
+            if planner is not None:
+                planner.resolve(committed)
             if streamer is not None:
                 streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
             finished = stop or len(generated) >= max_new_tokens
+            timer.lap("update")
             if not finished:
                 # keep the last token and the accepted candidate tokens (all but the new last token)
                 accepted = [
@@ -256,11 +338,62 @@ class LookaheadDecoder:
                 ]
                 commit(cache, prefix_len, layout.size, [0, *accepted])
                 prefix_len += len(new)
-            timer.lap("update")
+            timer.lap("commit")
             metrics.step_times_s.append(timer.now() - step_started)
             if finished:
                 break
         return generated
+
+    def _measure_latency(self, sizes, repeats: int) -> LatencyModel:
+        """Time steps of S tokens (logits at every row: an upper bound for the LM head) after a
+        context of up to 256 random tokens, through the same forward path as decoding."""
+        largest_step = 1 + (self.window + self.guess) * (self.ngram - 1)
+        room = self.context_length if self.context_length is not None else 1 << 30
+        above = [s for s in sizes if s >= largest_step]
+        wanted = sorted({s for s in sizes if s < largest_step} | set(above[:1]) | {1})
+        wanted = [s for s in wanted if s < room]
+        context = max(1, min(256, room - wanted[-1]))
+        generator = torch.Generator().manual_seed(self.seed)
+        device = self._input_device()
+        tokens = torch.randint(self.vocab_size, (context + wanted[-1],), generator=generator).to(device)
+        cache = new_cache()
+        with torch.inference_mode():
+            self._forward(tokens[:context], self._layout_chain(context), 0, cache)
+            layouts = {s: self._layout_chain(s) for s in wanted}
+            rows = {s: torch.arange(s, device=device) for s in wanted}
+
+            def run_step(size: int) -> None:
+                self._forward(tokens[context : context + size], layouts[size], context, cache, rows[size])
+                cache.crop(-size)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+
+            return measure(run_step, wanted, repeats)
+
+    def _planner(self) -> Planner:
+        """A fresh planner for one generate call (acceptance is learned per sequence)."""
+        if self.latency is None:
+            self.calibrate()
+        branch = self.proposer.lookahead_branch()
+        window = branch.window if branch.num_levels else 0
+        return Planner(
+            self.latency,
+            window=window,
+            branch_levels=self.ngram - 1,
+            max_guess=self.guess,
+            max_length=self.ngram - 1,
+            auto_window=self.auto_window,
+            auto_guess=self.auto_guess,
+            auto_length=self.auto_ngram,
+        )
+
+    def _plan(self, planner: Planner | None, context, continuations, position: int) -> StepPlan:
+        """This step's plan: the planner's when any of W, N, G is auto, else everything offered."""
+        if planner is None:
+            return StepPlan(True, len(continuations), self.ngram - 1, 0.0, 0.0)
+        confidence = self.pool.confidence(context, continuations)
+        planner.offer(position, continuations, self.pool.harvested(context, continuations), confidence)
+        return planner.plan(len(continuations), confidence)
 
     @staticmethod
     def _truncate(tokens: list[int], budget: int, eos: frozenset[int]) -> tuple[list[int], bool]:
@@ -271,7 +404,9 @@ class LookaheadDecoder:
                 return tokens[: i + 1], True
         return tokens, False
 
-    def _forward(self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, rows=None):
+    def _forward(
+        self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, rows=None, timer=None
+    ):
         """Run the model over one step's tokens [S]; return the logits [len(rows), V] of ``rows``
         (LongTensor of step rows, or None for no logits at all: the prefill)."""
         positions = prefix_len + layout.depths
@@ -279,13 +414,15 @@ class LookaheadDecoder:
             # Only guesses past the end of the budget can reach here; their outputs are never committed.
             positions = positions.clamp(max=self.context_length - 1)
         masks = {
-            kind: additive_mask(visibility(layout.tree_mask, prefix_len, positions, window), self.model.dtype)
+            kind: self._mask(layout, prefix_len, positions, window, reuse=rows is not None)
             for kind, window in self.mask_plan.windows.items()
         }
         attention_mask = masks if self.mask_plan.by_layer_type else next(iter(masks.values()))
         extra = {}
         if self._keeps_logits:  # the LM head runs only on the rows that are read
             extra["logits_to_keep"] = 1 if rows is None else rows
+        if timer is not None:
+            timer.lap("mask")
         out = self.model(
             input_ids=tokens[None],
             position_ids=positions[None],
@@ -298,11 +435,35 @@ class LookaheadDecoder:
             return None
         return out.logits[0] if self._keeps_logits else out.logits[0, rows]
 
+    def _mask(self, layout: StepLayout, prefix_len: int, positions: torch.Tensor, window, reuse: bool):
+        """Additive mask [1, 1, S, P + S] of a step.
+
+        Without a sliding window a step's mask is zeros over the prefix followed by the tree block,
+        so it is a view into a buffer per step layout, ``[zeros | tree]``, re-made only every
+        ``_MASK_HEADROOM`` tokens of growth; the buffers of the ``_MASK_LAYOUTS`` most recent layouts
+        are kept. Sliding-window masks depend on the positions, and the prefill runs once: both are
+        built per call (``reuse=False`` for the prefill).
+        """
+        if window is not None or not reuse:
+            return additive_mask(
+                visibility(layout.tree_mask, prefix_len, positions, window), self.model.dtype
+            )
+        size, keys = layout.size, prefix_len + layout.size
+        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, size)
+        buffer = self._mask_buffers.pop(key, None)
+        if buffer is None or buffer.shape[-1] < keys:
+            width = keys + _MASK_HEADROOM
+            buffer = additive_mask(visibility(layout.tree_mask, width - size, positions), self.model.dtype)
+        self._mask_buffers[key] = buffer  # most recently used last
+        if len(self._mask_buffers) > _MASK_LAYOUTS:
+            self._mask_buffers.pop(next(iter(self._mask_buffers)))
+        return buffer[..., buffer.shape[-1] - keys :]
+
     def _rows_read(self, layout: StepLayout, levels_read: int) -> torch.Tensor:
         """Step rows whose logits are read, in the order the loop slices them: the last token, the
         candidates (so row 0 and the candidates are one contiguous block for the verifier, no copy),
         then the newest ``levels_read`` levels (LongTensor [1 + G'(N-1) + levels_read*W], cached)."""
-        key = (layout.num_levels, layout.window, layout.num_candidates, levels_read)
+        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, levels_read)
         if key not in self._rows:
             first_level = 1 + (layout.num_levels - levels_read) * layout.window
             rows = [0, *range(layout.candidates.start, layout.size), *range(first_level, layout.branch.stop)]
@@ -314,11 +475,11 @@ class LookaheadDecoder:
     def _input_device(self) -> torch.device:
         return self.model.get_input_embeddings().weight.device
 
-    def _layout(self, num_levels: int, window: int, num_candidates: int) -> StepLayout:
-        key = (num_levels, window, num_candidates)
+    def _layout(self, num_levels: int, window: int, num_candidates: int, candidate_len: int) -> StepLayout:
+        key = (num_levels, window, num_candidates, candidate_len)
         if key not in self._layouts:
             self._layouts[key] = self._to_device(
-                step_layout(num_levels, window, num_candidates, self.ngram - 1)
+                step_layout(num_levels, window, num_candidates, candidate_len)
             )
         return self._layouts[key]
 

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from lade.config import Components
 from lade.data import encode
 from lade.decoding import LookaheadDecoder
+from lade.types import STEP_STAGES
 
 WARMUP_TOKENS = 8
 
@@ -108,7 +109,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
 
     prompt_rows, step_rows = [], []
     histogram: dict[int, int] = {}
-    time_split = dict.fromkeys(("propose", "forward", "verify", "update"), 0.0)
+    time_split = dict.fromkeys(STEP_STAGES, 0.0)
     for index, (prompt, ids) in enumerate(
         tqdm(
             list(zip(components.prompts, encoded, strict=True)),

@@ -53,6 +53,7 @@ class EntryStats:
     inserted: int  # tick of the first insertion
     touched: int  # tick of the latest insertion (re-inserting an n-gram touches it)
     hits: int  # times it was returned as a candidate and fully or partly accepted
+    harvested: bool = False  # only the lookahead branch put it there (no prompt/output seeding did)
 
 
 class EvictionPolicy(ABC):
@@ -89,6 +90,18 @@ class NGramPool(ABC):
 
     def record_hit(self, context: Sequence[int], continuation: tuple[int, ...]) -> None:  # noqa: B027
         """A continuation served as a candidate after ``context`` was (partly) accepted."""
+
+    def harvested(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> list[bool]:
+        """For each continuation served after ``context``: whether only the lookahead branch's n-grams
+        (``add``) put it in the pool. The auto planner credits those to the branch. Default: none."""
+        return [False] * len(continuations)
+
+    def confidence(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> int:
+        """A small integer class of how likely these candidates are to be accepted (e.g. how many
+        context tokens they were matched on); the auto planner keeps acceptance statistics per
+        class, so it can verify long candidates where they tend to hold and skip them elsewhere.
+        Default: one class."""
+        return 0
 
     def reset(self) -> None:  # noqa: B027
         """Forget everything."""

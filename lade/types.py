@@ -53,6 +53,9 @@ class Verification:
     matched: int  # how many candidate tokens matched (len(tokens) - 1)
 
 
+STEP_STAGES = ("pool", "propose", "mask", "forward", "verify", "update", "commit")
+
+
 @dataclass
 class DecodingMetrics:
     """Counters and timings of one ``generate`` call.
@@ -70,10 +73,10 @@ class DecodingMetrics:
     prefill_s: float = 0.0
     total_s: float = 0.0
     accepted_histogram: Counter = field(default_factory=Counter)
-    time_s: dict[str, float] = field(
-        default_factory=lambda: {"propose": 0.0, "forward": 0.0, "verify": 0.0, "update": 0.0}
-    )
+    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STEP_STAGES, 0.0))
     tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
+    step_sizes: list[int] = field(default_factory=list)  # [steps] tokens fed to the model at each step
+    branch_steps: int = 0
     step_times_s: list[float] = field(default_factory=list)  # [steps] wall time of each step
 
     @property

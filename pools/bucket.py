@@ -75,6 +75,9 @@ class BucketedNGramPool(NGramPool):
     # ------------------------------------------------------------------ NGramPool
 
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
+        self._add(ngrams, harvested=True)
+
+    def _add(self, ngrams: Sequence[Sequence[int]], harvested: bool) -> None:
         for sequence in ngrams:
             if len(sequence) < self.ngram:
                 raise ValueError(f"expected n-grams of at least {self.ngram} tokens, got {len(sequence)}")
@@ -82,7 +85,7 @@ class BucketedNGramPool(NGramPool):
             split = len(sequence) - self.ngram  # tokens before the n-gram: left context
             continuation = sequence[split + 1 :]
             for length in range(1, min(self.key_length, split + 1) + 1):
-                self._insert(length, sequence[split + 1 - length : split + 1], continuation)
+                self._insert(length, sequence[split + 1 - length : split + 1], continuation, harvested)
 
     def candidates(self, context: Sequence[int], limit: int) -> list[tuple[int, ...]]:
         found: list[tuple[int, ...]] = []
@@ -114,6 +117,28 @@ class BucketedNGramPool(NGramPool):
             if bucket is not None and continuation in bucket:
                 bucket[continuation] = replace(bucket[continuation], hits=bucket[continuation].hits + 1)
 
+    def harvested(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> list[bool]:
+        flags = []
+        for continuation in continuations:
+            flag = False
+            for length in range(min(self.key_length, len(context)), 0, -1):
+                entry = self._indexes[length - 1].get(tuple(context[-length:]), {}).get(continuation)
+                if entry is not None:
+                    flag = entry.harvested
+                    break
+            flags.append(flag)
+        return flags
+
+    def confidence(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> int:
+        """``2 * depth + hit``: depth is the longest key (1..k tokens of context) with stored n-grams,
+        hit whether the first candidate was accepted before. 0 when nothing is stored."""
+        for length in range(min(self.key_length, len(context)), 0, -1):
+            bucket = self._indexes[length - 1].get(tuple(context[-length:]))
+            if bucket:
+                first = bucket.get(continuations[0]) if continuations else None
+                return 2 * length + int(first is not None and first.hits > 0)
+        return 0
+
     def reset(self) -> None:
         for index in self._indexes:
             index.clear()
@@ -138,7 +163,9 @@ class BucketedNGramPool(NGramPool):
     def _add_ngrams_ending(self, sequence: Sequence[int], ends: range) -> None:
         """Add the n-grams of ``sequence`` that end at the positions ``ends``, with left context."""
         context = self.key_length - 1
-        self.add([sequence[max(0, end + 1 - self.ngram - context) : end + 1] for end in ends])
+        self._add(
+            [sequence[max(0, end + 1 - self.ngram - context) : end + 1] for end in ends], harvested=False
+        )
 
     def _select(self, bucket: Bucket, limit: int) -> list[tuple[int, ...]]:
         if self.selection == "recent":
@@ -146,7 +173,9 @@ class BucketedNGramPool(NGramPool):
         ranked = sorted(bucket, key=lambda c: (bucket[c].hits, bucket[c].touched), reverse=True)
         return ranked[:limit]
 
-    def _insert(self, length: int, key: tuple[int, ...], continuation: tuple[int, ...]) -> None:
+    def _insert(
+        self, length: int, key: tuple[int, ...], continuation: tuple[int, ...], harvested: bool
+    ) -> None:
         self._tick += 1
         if self.capacity == 0:  # nothing would ever be verified from it
             return
@@ -154,7 +183,7 @@ class BucketedNGramPool(NGramPool):
         bucket = index.setdefault(key, {})
         entry = bucket.pop(continuation, None)
         if entry is not None:  # re-insertion: move to the most recent end, keep its history
-            bucket[continuation] = replace(entry, touched=self._tick)
+            bucket[continuation] = replace(entry, touched=self._tick, harvested=entry.harvested and harvested)
             return
         if self.capacity is not None and len(bucket) >= self.capacity:
             stored = list(bucket)
@@ -162,7 +191,9 @@ class BucketedNGramPool(NGramPool):
             if victim is not None:
                 del bucket[stored[victim]]
                 self._sizes[length - 1] -= 1
-        bucket[continuation] = EntryStats(inserted=self._tick, touched=self._tick, hits=0)
+        bucket[continuation] = EntryStats(
+            inserted=self._tick, touched=self._tick, hits=0, harvested=harvested
+        )
         self._sizes[length - 1] += 1
         if self.global_capacity is not None and self._sizes[length - 1] > self.global_capacity:
             self._evict_globally(index, length)

@@ -27,6 +27,7 @@ class PromptLookupPool(NGramPool):
         self.min_match = min_match
         self.key_length = max_match
         self._sequence: list[int] = []
+        self._matched = 0  # match length behind the latest candidates
 
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
         return None
@@ -50,8 +51,15 @@ class PromptLookupPool(NGramPool):
                         if len(found) >= limit:
                             return found
             if found:
+                self._matched = match
                 return found
+        self._matched = 0
         return []
+
+    def confidence(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> int:
+        """How many of the last tokens the candidates were matched on (0: no match)."""
+        return self._matched
 
     def reset(self) -> None:
         self._sequence = []
+        self._matched = 0

@@ -50,13 +50,10 @@ class GreedyVerifier(Verifier):
             [predicted[:1].expand(tokens.shape[0], 1), predicted[1:].view(tokens.shape)], dim=1
         )
         matched = (tokens == continuation[:, :-1]).cumprod(dim=1).sum(dim=1)  # [G']
-        best = int(matched.argmax())
-        k = int(matched[best])
-        return Verification(
-            tokens=continuation[best, : k + 1].tolist(),
-            candidate_index=best if k > 0 else -1,
-            matched=k,
-        )
+        best = matched.argmax()
+        # one device-to-host transfer: [best, k, the best candidate's continuation]
+        best, k, *row = torch.cat([best.view(1), matched[best].view(1), continuation[best]]).tolist()
+        return Verification(tokens=row[: k + 1], candidate_index=best if k > 0 else -1, matched=k)
 
     def _verify_processed(
         self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int]

@@ -1,0 +1,297 @@
+"""Cost-aware choice of W, N and G, step by step: ``window="auto"``, ``ngram="auto"``, ``guess="auto"``.
+
+Each step the planner picks what to feed the model: whether to run the lookahead branch (W guesses
+x (N-1) levels), how many of the pool's candidates to verify (g <= G) and how many tokens of each
+(l <= N-1). It maximises predicted tokens per second:
+
+    predicted tokens = 1 + A(g, l) [+ branch gain]        (the bonus token is always committed)
+    predicted time   = latency(1 + g*l [+ W*(N-1)])       (``lade.calibration``)
+
+``A(g, l)`` is the expected number of accepted candidate tokens when the first g candidates, cut to
+l tokens, are verified. It is estimated from *counterfactual* records (``AcceptanceStats``): every
+step, the pool's candidates are noted whether or not they are verified, and once the output has
+grown past them, their match length against what was actually committed is exactly what the greedy
+verifier would have accepted. So every (g, l) is scored on every step, at no extra forward cost,
+including during plain steps: lookahead restarts by itself when the text becomes predictable again.
+Plain decoding (no branch, g = 0) is always one of the options: when nothing is predicted to win,
+the step is a plain step.
+
+The branch's gain is indirect (its n-grams enter the pool); it is measured as the records' expected
+acceptance with all candidates minus that with only the candidates the branch did not harvest. Until
+the branch has run long enough to measure it, a prior is used (``branch_prior``), and the branch is
+only tried when the prior could pay for its tokens on this hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lade.calibration import LatencyModel
+
+AUTO = "auto"
+
+
+def is_auto(value) -> bool:
+    return isinstance(value, str) and value == AUTO
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What one step feeds the model."""
+
+    branch: bool  # run the lookahead branch
+    guesses: int  # g: candidates verified (0..G)
+    length: int  # l: tokens verified of each candidate (1..N-1; irrelevant when g = 0)
+    predicted_tokens: float  # expected tokens committed
+    predicted_seconds: float  # expected forward time
+
+    @property
+    def rate(self) -> float:
+        return self.predicted_tokens / self.predicted_seconds
+
+
+class AcceptanceStats:
+    """Counterfactual acceptance of the pool's candidates over the last ``history`` steps that had any.
+
+    ``offer`` notes the candidates at a step (all of them, verified or not) with which ones the
+    lookahead branch harvested; ``resolve`` scores the pending offers whose span the committed
+    sequence now covers. ``expected(g, l)`` is then the mean over the scored offers of
+    ``min(l, max_{i<g} match_i)``, the tokens verifying the first g candidates cut to l tokens
+    would have accepted (exact for greedy decoding, an estimate under sampling).
+    """
+
+    def __init__(self, max_guess: int, max_length: int, history: int = 64):
+        if min(max_guess, max_length, history) < 1:
+            raise ValueError("max_guess, max_length and history must be >= 1")
+        self.max_guess = max_guess
+        self.max_length = max_length
+        self.history = history
+        self._pending: deque[tuple[int, list[tuple[int, ...]], list[bool]]] = deque()
+        self._records: deque[tuple[list[list[int]], list[list[int]]]] = deque()
+        # running sums over the records of min(l, best of the first g), with and without harvested ones
+        self._sum_all = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
+        self._sum_seed = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
+
+    def __len__(self) -> int:
+        """Scored offers in the history."""
+        return len(self._records)
+
+    def reset(self) -> None:
+        self._pending.clear()
+        self._records.clear()
+        for table in (self._sum_all, self._sum_seed):
+            for row in table:
+                row[:] = [0] * len(row)
+
+    def offer(self, position: int, candidates: Sequence[Sequence[int]], harvested: Sequence[bool]) -> None:
+        """Candidates offered for the tokens at ``position``, ``position + 1``, ... of the sequence."""
+        if candidates:
+            kept = [tuple(c[: self.max_length]) for c in candidates[: self.max_guess]]
+            self._pending.append((position, kept, list(harvested[: self.max_guess])))
+
+    def resolve(self, sequence: Sequence[int], final: bool = False) -> None:
+        """Score the offers the committed ``sequence`` now covers (all of them when ``final``:
+        the tokens past the end count as mismatches, as the verifier would have had them)."""
+        while self._pending:
+            position, candidates, harvested = self._pending[0]
+            span = max(len(c) for c in candidates)
+            if not final and len(sequence) < position + span:
+                return
+            self._pending.popleft()
+            actual = sequence[position : position + span]
+            matches = [_common_prefix(c, actual) for c in candidates]
+            self._add(matches, harvested)
+
+    def expected(self, guesses: int, length: int, without_harvested: bool = False) -> float:
+        """Mean accepted candidate tokens for the first ``guesses`` candidates cut to ``length``."""
+        if not self._records or guesses == 0:
+            return 0.0
+        table = self._sum_seed if without_harvested else self._sum_all
+        g, cut = min(guesses, self.max_guess), min(length, self.max_length)
+        return table[g][cut] / len(self._records)
+
+    def _add(self, matches: list[int], harvested: list[bool]) -> None:
+        record = (
+            self._contribution(matches),
+            self._contribution([m for m, h in zip(matches, harvested, strict=True) if not h]),
+        )
+        self._apply(record, +1)
+        self._records.append(record)
+        if len(self._records) > self.history:
+            self._apply(self._records.popleft(), -1)
+
+    def _contribution(self, matches: list[int]) -> list[list[int]]:
+        """[g][l] -> min(l, best match among the first g)."""
+        rows, best = [[0] * (self.max_length + 1)], 0
+        for g in range(1, self.max_guess + 1):
+            if g <= len(matches):
+                best = max(best, matches[g - 1])
+            rows.append([min(cut, best) for cut in range(self.max_length + 1)])
+        return rows
+
+    def _apply(self, record, sign: int) -> None:
+        for table, rows in zip((self._sum_all, self._sum_seed), record, strict=True):
+            for g in range(1, self.max_guess + 1):
+                row, add = table[g], rows[g]
+                for cut in range(1, self.max_length + 1):
+                    row[cut] += sign * add[cut]
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class Planner:
+    """Chooses each step's ``StepPlan`` from the latency curve and the acceptance records.
+
+    Args:
+        latency: forward seconds vs tokens per step on this hardware.
+        window: W of the lookahead branch (0: no branch available).
+        branch_levels: N-1, the branch's levels when full.
+        max_guess: G, most candidates a step may verify.
+        max_length: N-1, most tokens of a candidate a step may verify.
+        auto_window / auto_guess / auto_length: which of branch on/off, g, l the planner chooses;
+            the others stay at their maximum (fixed W, G, N as given by the user).
+        min_records: scored offers needed before candidates are trusted (plain steps until then).
+        branch_prior: assumed extra accepted tokens per step from the branch at W, before it has been
+            measured: ``branch_prior * log2(1 + W)`` (the paper's compression grows about
+            logarithmically in W). A prior that cannot pay for the branch's tokens keeps it off.
+        branch_trial: steps the branch runs before its measured gain replaces the prior.
+        branch_retry: steps after which a branch measured as useless is tried again (from the prior).
+        margin: an option must beat plain decoding's rate by this factor to be chosen, so noise in
+            the estimates does not make lookahead slower than plain decoding.
+    """
+
+    def __init__(
+        self,
+        latency: LatencyModel,
+        window: int,
+        branch_levels: int,
+        max_guess: int,
+        max_length: int,
+        auto_window: bool = True,
+        auto_guess: bool = True,
+        auto_length: bool = True,
+        min_records: int = 8,
+        branch_prior: float = 0.25,
+        branch_trial: int = 32,
+        branch_retry: int = 256,
+        margin: float = 1.02,
+        history: int = 64,
+    ):
+        self.latency = latency
+        self.window = window
+        self.branch_levels = branch_levels
+        self.max_guess = max_guess
+        self.max_length = max_length
+        self.auto_window = auto_window
+        self.auto_guess = auto_guess
+        self.auto_length = auto_length
+        self.min_records = min_records
+        self.branch_prior = branch_prior
+        self.branch_trial = branch_trial
+        self.branch_retry = branch_retry
+        self.margin = margin
+        self.history = history
+        self.stats = AcceptanceStats(max(max_guess, 1), max(max_length, 1), history)  # all offers
+        self._by_class: dict[int, AcceptanceStats] = {}  # offers of each confidence class
+        self._pending_classes: list[int] = []
+        self._branch_steps = 0  # steps the branch has run since it was last (re)started
+        self._idle_steps = 0  # steps since the branch last ran
+
+    def reset(self) -> None:
+        """Forget the acceptance records (a new, unrelated sequence)."""
+        self.stats.reset()
+        self._by_class.clear()
+        self._branch_steps = 0
+        self._idle_steps = 0
+
+    def offer(
+        self,
+        position: int,
+        candidates: Sequence[Sequence[int]],
+        harvested: Sequence[bool],
+        confidence: int = 0,
+    ) -> None:
+        """Note the pool's candidates at this step (see ``AcceptanceStats.offer``), in the overall
+        records and in those of their confidence class (``NGramPool.confidence``)."""
+        self.stats.offer(position, candidates, harvested)
+        if confidence not in self._by_class:
+            self._by_class[confidence] = AcceptanceStats(
+                self.stats.max_guess, self.stats.max_length, self.history
+            )
+        self._by_class[confidence].offer(position, candidates, harvested)
+
+    def resolve(self, sequence: Sequence[int], final: bool = False) -> None:
+        """Score the offers the committed ``sequence`` now covers."""
+        self.stats.resolve(sequence, final)
+        for stats in self._by_class.values():
+            stats.resolve(sequence, final)
+
+    def _records(self, confidence: int) -> AcceptanceStats:
+        """The class's records once there are enough of them, else all records."""
+        stats = self._by_class.get(confidence)
+        return stats if stats is not None and len(stats) >= self.min_records else self.stats
+
+    def branch_gain(self, guesses: int, length: int) -> float:
+        """Extra accepted tokens per step credited to the lookahead branch at (g, l): measured as the
+        acceptance with all candidates minus that without the harvested ones once the branch has run
+        ``branch_trial`` steps, the prior before."""
+        if self.window == 0 or guesses == 0:
+            return 0.0
+        if self._branch_steps >= self.branch_trial and len(self.stats) >= self.min_records:
+            with_branch = self.stats.expected(guesses, length)
+            return max(0.0, with_branch - self.stats.expected(guesses, length, without_harvested=True))
+        return self.branch_prior * math.log2(1 + self.window)
+
+    def plan(self, available: int, confidence: int = 0) -> StepPlan:
+        """The best plan when the pool offers ``available`` candidates of class ``confidence``."""
+        trusted = len(self.stats) >= self.min_records
+        records = self._records(confidence)
+        branch_options = (False, True) if self.auto_window else (self.window > 0,)
+        if self.window == 0:
+            branch_options = (False,)
+        best = None
+        plain_rate = 1.0 / self.latency(1)
+        for branch in branch_options:
+            if branch and self.auto_window and self._idle_steps >= self.branch_retry:
+                self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
+            extra = self.window * self.branch_levels if branch else 0
+            for g, cut in self._candidate_shapes(available, trusted):
+                accepted = records.expected(g, cut, without_harvested=True) if g and trusted else 0.0
+                gain = self.branch_gain(g, cut) if branch else 0.0
+                tokens = 1.0 + accepted + gain
+                seconds = self.latency(1 + g * cut + extra)
+                option = StepPlan(branch, g, cut, tokens, seconds)
+                if best is None or option.rate > best.rate:
+                    best = option
+        plain = StepPlan(False, 0, self.max_length, 1.0, self.latency(1))
+        can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or available == 0)
+        if can_be_plain and best.rate < plain_rate * self.margin:
+            best = plain
+        if best.branch:
+            self._branch_steps += 1
+            self._idle_steps = 0
+        else:
+            self._idle_steps += 1
+        return best
+
+    def _candidate_shapes(self, available: int, trusted: bool):
+        """(g, l) pairs allowed this step."""
+        top = min(available, self.max_guess)
+        guesses = range(0, top + 1) if self.auto_guess else (top,)
+        lengths = range(1, self.max_length + 1) if self.auto_length else (self.max_length,)
+        for g in guesses:
+            if g == 0:
+                yield 0, self.max_length
+            elif trusted or not self.auto_guess:
+                for cut in lengths:
+                    yield g, cut

@@ -1,0 +1,143 @@
+"""Forward latency as a function of tokens per step, measured once per model, dtype and device.
+
+Lookahead decoding trades more tokens per forward pass for fewer passes; whether that pays depends on
+how the forward's wall time grows with the number of tokens fed, which differs by orders of magnitude
+between a GPU at batch size 1 (nearly flat) and a CPU (steep, with jumps where the matrix kernels
+change strategy). ``calibrate`` measures that curve with the real step code path (explicit positions,
+4D mask, a cached context); ``cached_latency`` stores it on disk per model, dtype, device and thread
+count, so auto-configuration costs the measurement once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+# Step sizes measured: dense where CPU kernels change strategy (1-8), sparser beyond.
+DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
+CALIBRATION_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Seconds per forward pass as a function of S, the tokens fed in one step.
+
+    ``sizes`` ascending, ``seconds`` non-decreasing (the same length). Between measured sizes the
+    latency is interpolated linearly; beyond the largest it is extrapolated along the last segment.
+    """
+
+    sizes: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+    def __post_init__(self):
+        if not self.sizes or len(self.sizes) != len(self.seconds):
+            raise ValueError("a latency model needs as many seconds as sizes, at least one")
+        if list(self.sizes) != sorted(set(self.sizes)) or self.sizes[0] < 1:
+            raise ValueError(f"sizes must be distinct, ascending and >= 1, got {self.sizes}")
+        if any(s <= 0 for s in self.seconds):
+            raise ValueError("latencies must be positive")
+
+    def __call__(self, size: int) -> float:
+        """Predicted seconds for one forward pass over ``size`` tokens (>= 1)."""
+        sizes, seconds = self.sizes, self.seconds
+        if size <= sizes[0] or len(sizes) == 1:
+            return seconds[0] if size <= sizes[0] else seconds[0] * size / sizes[0]
+        i = bisect.bisect_left(sizes, size)
+        if i < len(sizes) and sizes[i] == size:
+            return seconds[i]
+        i = min(i, len(sizes) - 1)  # beyond the last size: extend the last segment
+        x0, x1, y0, y1 = sizes[i - 1], sizes[i], seconds[i - 1], seconds[i]
+        return y0 + (y1 - y0) * (size - x0) / (x1 - x0)
+
+    def relative(self, size: int) -> float:
+        """Latency of ``size`` tokens over the latency of one token (plain decoding)."""
+        return self(size) / self(1)
+
+    @classmethod
+    def from_measurements(cls, sizes: Sequence[int], seconds: Sequence[float]) -> LatencyModel:
+        """Smooth noisy medians into a non-decreasing curve (more tokens never cost less)."""
+        monotone, best = [], 0.0
+        for value in seconds:
+            best = max(best, value)
+            monotone.append(best)
+        return cls(tuple(int(s) for s in sizes), tuple(monotone))
+
+    def to_dict(self) -> dict:
+        return {"sizes": list(self.sizes), "seconds": list(self.seconds)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LatencyModel:
+        return cls(tuple(data["sizes"]), tuple(data["seconds"]))
+
+
+def measure(
+    run_step: Callable[[int], None], sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 5
+) -> LatencyModel:
+    """Time ``run_step(S)`` for every S: one untimed warm-up round, then ``repeats`` rounds with the
+    sizes interleaved (so machine noise spreads over all sizes), median per size."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for size in sizes:
+        run_step(size)
+    times: dict[int, list[float]] = {size: [] for size in sizes}
+    for _ in range(repeats):
+        for size in sizes:
+            started = time.perf_counter()
+            run_step(size)
+            times[size].append(time.perf_counter() - started)
+    return LatencyModel.from_measurements(sizes, [statistics.median(times[s]) for s in sizes])
+
+
+def calibration_key(model) -> str:
+    """What the latency curve depends on: the architecture and sizes (the config, not the weights),
+    dtype, device, attention kernel, CPU threads and the torch version."""
+    config = model.config.to_json_string(use_diff=False)
+    device = model.get_input_embeddings().weight.device
+    parts = [
+        config,
+        str(model.dtype),
+        str(device),
+        torch.cuda.get_device_name(device) if device.type == "cuda" else "",
+        str(getattr(model.config, "_attn_implementation", None)),
+        str(torch.get_num_threads()),
+        torch.__version__,
+    ]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    name = Path(str(getattr(model.config, "name_or_path", "") or model.config.model_type)).name or "model"
+    return f"{name}-{str(model.dtype).removeprefix('torch.')}-{device.type}-{digest}"
+
+
+def default_calibration_dir() -> Path:
+    """Where latency curves are cached when no directory is given."""
+    return Path.home() / ".cache" / "lade" / "calibration"
+
+
+def load_cached(path: Path) -> LatencyModel | None:
+    """The curve stored at ``path``, or None when it is missing, unreadable or of another format."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != CALIBRATION_FORMAT:
+            return None
+        return LatencyModel.from_dict(data["latency"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(path: Path, latency: LatencyModel, key: str) -> None:
+    """Write atomically: a run killed mid-write leaves the old file or none, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": CALIBRATION_FORMAT, "key": key, "latency": latency.to_dict()}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(payload, handle, indent=1)
+    os.replace(tmp, path)

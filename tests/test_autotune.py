@@ -1,0 +1,232 @@
+"""Auto W/N/G: latency curves, counterfactual acceptance, the planner, and lossless auto decoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from lade import LookaheadDecoder
+from lade.autotune import AcceptanceStats, Planner
+from lade.calibration import LatencyModel, calibration_key, load_cached, measure, store
+from lade.model import load_model
+
+# A CPU-like curve (each extra token costs) and a GPU-like one (extra tokens nearly free).
+STEEP = LatencyModel((1, 2, 4, 8, 16, 32, 64), (1.0, 1.1, 1.6, 1.9, 2.2, 2.6, 3.3))
+FLAT = LatencyModel((1, 128), (1.0, 1.05))
+
+
+def greedy(model, ids, n):
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n)
+    return out[0, ids.shape[1] :].tolist()
+
+
+# ---------------------------------------------------------------------------- latency model
+
+
+def test_latency_interpolates_and_extrapolates():
+    curve = LatencyModel((1, 3, 5), (1.0, 2.0, 2.5))
+    assert curve(1) == 1.0 and curve(2) == pytest.approx(1.5) and curve(5) == 2.5
+    assert curve(7) == pytest.approx(3.0)  # along the last segment
+    assert curve.relative(3) == pytest.approx(2.0)
+
+
+def test_latency_from_noisy_measurements_is_monotone():
+    curve = LatencyModel.from_measurements([1, 2, 3], [1.0, 0.9, 1.2])
+    assert curve.seconds == (1.0, 1.0, 1.2)
+
+
+@pytest.mark.parametrize(
+    "sizes, seconds", [((), ()), ((2, 1), (1.0, 1.0)), ((1, 2), (1.0,)), ((1,), (0.0,)), ((0, 1), (1.0, 1.0))]
+)
+def test_latency_rejects_bad_curves(sizes, seconds):
+    with pytest.raises(ValueError):
+        LatencyModel(sizes, seconds)
+
+
+def test_measure_takes_medians_per_size():
+    calls = []
+    curve = measure(calls.append, sizes=(1, 4), repeats=3)
+    assert calls == [1, 4] + [1, 4] * 3  # a warm-up round, then interleaved rounds
+    assert curve.sizes == (1, 4) and all(s > 0 for s in curve.seconds)
+
+
+def test_calibration_cache_roundtrip_and_corruption(tmp_path):
+    path = tmp_path / "curve.json"
+    store(path, STEEP, "key")
+    assert load_cached(path) == STEEP
+    path.write_text("{not json")
+    assert load_cached(path) is None
+    path.write_text(json.dumps({"format": 999, "latency": STEEP.to_dict()}))
+    assert load_cached(path) is None
+
+
+def test_calibration_key_depends_on_dtype_and_architecture():
+    llama, _ = load_model("tiny-random-llama")
+    gpt2, _ = load_model("tiny-random-gpt2")
+    llama16, _ = load_model("tiny-random-llama", dtype="bfloat16")
+    keys = {calibration_key(llama), calibration_key(gpt2), calibration_key(llama16)}
+    assert len(keys) == 3 and calibration_key(llama) == calibration_key(load_model("tiny-random-llama")[0])
+
+
+def test_decoder_calibrates_once_and_caches(tmp_path):
+    model, _ = load_model("tiny-random-llama")
+    decoder = LookaheadDecoder(model, calibration_dir=tmp_path)
+    curve = decoder.calibrate(sizes=(1, 2, 4, 8), repeats=1)
+    files = list(tmp_path.glob("*.json"))
+    assert len(files) == 1 and load_cached(files[0]) == curve
+    assert 1 in curve.sizes and all(s <= 64 for s in curve.sizes)
+    again = LookaheadDecoder(model, calibration_dir=tmp_path).calibrate(sizes=(1, 2, 4, 8), repeats=1)
+    assert again == curve  # loaded, not re-measured (a re-measurement would differ in timing noise)
+
+
+# ---------------------------------------------------------------------------- acceptance records
+
+
+def test_counterfactual_acceptance_scores_every_shape():
+    stats = AcceptanceStats(max_guess=3, max_length=4)
+    sequence = [9, 1, 2, 3, 4, 5]
+    # at position 1 (after token 9) the pool offered three candidates; the truth is 1 2 3 4
+    stats.offer(1, [(1, 2, 7, 7), (1, 2, 3, 7), (5, 5, 5, 5)], [False, True, False])
+    stats.resolve(sequence[:3])
+    assert len(stats) == 0  # not yet covered
+    stats.resolve(sequence)
+    assert len(stats) == 1
+    assert stats.expected(1, 4) == 2  # first candidate matches 1 2
+    assert stats.expected(2, 4) == 3 and stats.expected(2, 2) == 2  # second matches 1 2 3, cut at 2
+    assert stats.expected(3, 1) == 1 and stats.expected(0, 4) == 0
+    assert stats.expected(2, 4, without_harvested=True) == 2  # the harvested one does not count
+
+
+def test_acceptance_history_is_a_sliding_window():
+    stats = AcceptanceStats(max_guess=1, max_length=2, history=2)
+    for position, truth in enumerate([1, 1, 0, 0]):
+        stats.offer(position, [(1, 1)], [False])
+        sequence = [0] * position + [truth, 9]
+        stats.resolve(sequence)
+    assert len(stats) == 2 and stats.expected(1, 2) == 0  # only the last two (misses) remain
+
+
+def test_final_resolve_scores_partial_spans():
+    stats = AcceptanceStats(max_guess=1, max_length=3)
+    stats.offer(0, [(4, 5, 6)], [False])
+    stats.resolve([4, 5], final=True)
+    assert stats.expected(1, 3) == 2
+
+
+# ---------------------------------------------------------------------------- planner
+
+
+def _trained(planner: Planner, matches: list[int], rounds: int = 20) -> Planner:
+    """Feed ``rounds`` offers of len(matches) candidates; candidate i matches ``matches[i]`` tokens."""
+    length = planner.max_length
+    for r in range(rounds):
+        truth = [100 + r] * length
+        offers = [tuple(truth[:m] + [1] * (length - m)) for m in matches]
+        planner.offer(0, offers, [False] * len(offers))
+        planner.resolve(truth)
+    return planner
+
+
+def test_planner_falls_back_to_plain_when_nothing_is_accepted():
+    planner = _trained(Planner(STEEP, window=0, branch_levels=4, max_guess=3, max_length=4), [0, 0, 0])
+    plan = planner.plan(available=3)
+    assert (plan.branch, plan.guesses) == (False, 0)
+
+
+def test_planner_verifies_what_pays_on_steep_hardware():
+    # the first candidate always matches 3 tokens, the others never: verify one, cut at 3
+    planner = _trained(Planner(STEEP, window=0, branch_levels=4, max_guess=3, max_length=4), [3, 0, 0])
+    plan = planner.plan(available=3)
+    assert (plan.guesses, plan.length) == (1, 3)
+    assert plan.rate > 1 / STEEP(1)
+
+
+def test_planner_verifies_everything_on_flat_hardware():
+    planner = _trained(Planner(FLAT, window=0, branch_levels=4, max_guess=3, max_length=4), [1, 2, 4])
+    plan = planner.plan(available=3)
+    assert (plan.guesses, plan.length) == (3, 4)
+
+
+def test_planner_waits_for_records_before_trusting_candidates():
+    planner = Planner(FLAT, window=0, branch_levels=4, max_guess=3, max_length=4)
+    assert planner.plan(available=3).guesses == 0
+
+
+def test_planner_runs_the_branch_only_where_it_can_pay():
+    cheap = _trained(Planner(FLAT, window=7, branch_levels=4, max_guess=3, max_length=4), [1, 0, 0])
+    assert cheap.plan(available=3).branch
+    steep = _trained(Planner(STEEP, window=7, branch_levels=4, max_guess=3, max_length=4), [1, 0, 0])
+    assert not steep.plan(available=3).branch
+
+
+def test_measured_useless_branch_is_switched_off_then_retried():
+    planner = Planner(
+        LatencyModel((1, 128), (1.0, 1.3)),
+        window=7,
+        branch_levels=4,
+        max_guess=3,
+        max_length=4,
+        branch_trial=4,
+        branch_retry=10,
+    )
+    _trained(planner, [2, 0, 0])  # seeded candidates do all the work: the branch adds nothing
+    runs = [planner.plan(available=3).branch for _ in range(30)]
+    assert runs[:4] == [True] * 4  # the prior: try it
+    assert not any(runs[4:14])  # measured: useless, off
+    assert any(runs[14:])  # retried from the prior after branch_retry idle steps
+
+
+def test_fixed_settings_are_respected():
+    planner = _trained(
+        Planner(
+            STEEP, window=7, branch_levels=4, max_guess=3, max_length=4, auto_window=False, auto_guess=False
+        ),
+        [0, 0, 0],
+    )
+    plan = planner.plan(available=2)
+    assert plan.branch and plan.guesses == 2 and plan.length in range(1, 5)
+
+
+# ---------------------------------------------------------------------------- lossless auto decoding
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "gemma3"])
+@pytest.mark.parametrize("latency", [STEEP, FLAT], ids=["steep", "flat"])
+@pytest.mark.parametrize("auto", [("auto", "auto", "auto"), (5, "auto", 3), ("auto", 4, "auto")])
+def test_auto_decoding_equals_greedy(arch, latency, auto):
+    model, _ = load_model(f"tiny-random-{arch}")
+    decoder = LookaheadDecoder(model, *auto, latency=latency)
+    torch.manual_seed(1)
+    repetitive = torch.randint(1, 128, (6,)).repeat(4)[None]
+    for ids in (repetitive, torch.randint(1, 128, (1, 9))):
+        result = decoder.generate(ids, max_new_tokens=40)
+        assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 40)
+
+
+def test_auto_decoding_mixes_plain_and_lookahead_steps():
+    model, _ = load_model("tiny-random-llama")
+    ids = torch.arange(1, 9).repeat(5)[None]  # a loop the model will likely continue
+    result = LookaheadDecoder(model, latency=FLAT).generate(ids, max_new_tokens=60)
+    m = result.metrics
+    assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 60)
+    assert len(m.step_sizes) == m.steps and min(m.step_sizes) >= 1
+    assert m.branch_steps > 0  # cheap tokens: the branch runs
+
+
+def test_auto_is_the_default_and_calibrates_lazily(tmp_path):
+    model, _ = load_model("tiny-random-qwen2")
+    decoder = LookaheadDecoder(model, calibration_dir=tmp_path)
+    assert decoder.is_auto and decoder.latency is None
+    ids = torch.randint(1, 128, (1, 8))
+    out = decoder.generate(ids, max_new_tokens=12)
+    assert decoder.latency is not None and list(tmp_path.glob("*.json"))
+    assert out.sequences[0, 8:].tolist() == greedy(model, ids, 12)
+
+
+@pytest.mark.parametrize("bad", ["Auto", "", 0, -1, 2.5])
+def test_bad_window_values(bad):
+    model, _ = load_model("tiny-random-llama")
+    with pytest.raises((ValueError, TypeError)):
+        LookaheadDecoder(model, window=bad)
