@@ -79,6 +79,10 @@ class AcceptanceStats:
         """Scored offers in the history."""
         return len(self._records)
 
+    def drop_pending(self) -> None:
+        """Forget the offers not yet scored (their sequence ended)."""
+        self._pending.clear()
+
     def reset(self) -> None:
         self._pending.clear()
         self._records.clear()
@@ -207,8 +211,15 @@ class Planner:
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
 
+    def start(self) -> None:
+        """A new sequence begins: pending offers are dropped, the scored records are kept (they are
+        the best guess for the next sequence of the same model and pool until its own replace them)."""
+        self.stats.drop_pending()
+        for stats in self._by_class.values():
+            stats.drop_pending()
+
     def reset(self) -> None:
-        """Forget the acceptance records (a new, unrelated sequence)."""
+        """Forget the acceptance records."""
         self.stats.reset()
         self._by_class.clear()
         self._branch_steps = 0

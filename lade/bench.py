@@ -7,9 +7,10 @@
 For every prompt, every method runs once (after one untimed warm-up run of each), in an order that
 rotates from prompt to prompt so that machine noise hits all methods alike. Per method it prints the
 compression ratio (total new tokens / total decoding steps; for HF methods the model's forward calls,
-the prefill included since it yields the first token), tokens/s (total new tokens / total time), speedup over HF greedy and over the
-plain loop as the ratio of total times and as the median of per-prompt time ratios, the share of step
-time spent outside the model forward, and how many outputs are identical to HF greedy.
+the prefill included since it yields the first token), tokens/s (total new tokens / total time),
+speedup over HF greedy and over the plain loop as the ratio of total times and as the median of
+per-prompt time ratios, the share of step time spent outside the model forward, and how many
+outputs are identical to HF greedy.
 Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories),
 ``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template).
 """

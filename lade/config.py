@@ -15,6 +15,8 @@ from hydra.core.config_store import ConfigStore
 from hydra.utils import instantiate
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from lade.autotune import is_auto
+from lade.decoding import AUTO_GUESS, AUTO_NGRAM, AUTO_WINDOW
 from lade.interfaces import EvictionPolicy, NGramPool, Proposer, Verifier
 from lade.model import check_model_name
 
@@ -27,20 +29,21 @@ class ConfigError(ValueError):
 
 @dataclass
 class LookaheadSchema:
-    """W, N, G: the one node every component interpolates."""
+    """W, N, G: the one node every component interpolates. Each is an integer or ``"auto"`` (chosen
+    step by step from the hardware's latency curve, ``lade.autotune``); ``validate`` checks them."""
 
-    window: int = 7
-    ngram: int = 5
-    guess: int = 7
+    window: Any = 7
+    ngram: Any = 5
+    guess: Any = 7
 
 
 @dataclass
 class LadeSchema:
     """Top level of ``conf/config.yaml``."""
 
-    window: int = 7
-    ngram: int = 5
-    guess: int = 7
+    window: Any = 7
+    ngram: Any = 5
+    guess: Any = 7
     lookahead: LookaheadSchema = field(default_factory=LookaheadSchema)
     max_new_tokens: int = 128
     temperature: float = 1.0
@@ -80,12 +83,31 @@ def _at_least(name: str, value: int, minimum: int) -> None:
         raise ConfigError(f"{name} must be >= {minimum}, got {value}")
 
 
+def _size(name: str, value, minimum: int) -> None:
+    if is_auto(value):
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer >= {minimum} or 'auto', got {value!r}")
+    _at_least(name, value, minimum)
+
+
+def with_auto_maxima(cfg: DictConfig) -> DictConfig:
+    """A copy of ``cfg`` whose ``"auto"`` sizes are replaced by what auto searches up to (the
+    components are built at those sizes; the decoder gets ``"auto"`` and chooses per step)."""
+    sized = cfg.copy()
+    for name, maximum in (("window", AUTO_WINDOW), ("ngram", AUTO_NGRAM), ("guess", AUTO_GUESS)):
+        if is_auto(cfg.lookahead[name]):
+            sized.lookahead[name] = maximum
+    return sized
+
+
 def validate(cfg: DictConfig) -> Components:
     """Check values and build the strategies and prompts; raise ``ConfigError`` on anything wrong."""
-    _at_least("window", cfg.lookahead.window, 1)
-    _at_least("ngram", cfg.lookahead.ngram, 2)
-    _at_least("guess", cfg.lookahead.guess, 0)
+    _size("window", cfg.lookahead.window, 1)
+    _size("ngram", cfg.lookahead.ngram, 2)
+    _size("guess", cfg.lookahead.guess, 0)
     _at_least("max_new_tokens", cfg.max_new_tokens, 0)
+    sized = with_auto_maxima(cfg)
     if cfg.model.get("_target_") == "lade.model.load_model":
         try:
             check_model_name(cfg.model.name_or_path)
@@ -94,7 +116,7 @@ def validate(cfg: DictConfig) -> Components:
     built = {}
     for role, kind in (("proposer", Proposer), ("pool", NGramPool), ("verifier", Verifier)):
         try:
-            built[role] = instantiate(cfg[role])
+            built[role] = instantiate(sized[role])
         except Exception as err:  # hydra wraps constructor errors; keep the message, name the group
             raise ConfigError(f"{role}: {_root_cause(err)}") from err
         if not isinstance(built[role], kind):

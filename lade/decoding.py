@@ -153,6 +153,7 @@ class LookaheadDecoder:
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.latency = latency
         self.calibration_dir = calibration_dir
+        self._planner_state: Planner | None = None
 
     @property
     def is_auto(self) -> bool:
@@ -314,6 +315,8 @@ class LookaheadDecoder:
             if plan.branch:
                 levels = logits[verified:].view(read, branch.window, -1) if read else None
                 self.pool.add(self.proposer.update(levels, verification))
+            else:
+                self.proposer.skip(verification)
             if verification.candidate_index >= 0:
                 self.pool.record_hit(context, continuations[verification.candidate_index])
             new, stop = self._truncate(verification.tokens, max_new_tokens - len(generated), eos)
@@ -371,12 +374,16 @@ class LookaheadDecoder:
             return measure(run_step, wanted, repeats)
 
     def _planner(self) -> Planner:
-        """A fresh planner for one generate call (acceptance is learned per sequence)."""
+        """The decoder's planner, made on first use; its acceptance records carry over from call to
+        call (a sliding window: a new text replaces them within ``history`` steps)."""
+        if self._planner_state is not None:
+            self._planner_state.start()
+            return self._planner_state
         if self.latency is None:
             self.calibrate()
         branch = self.proposer.lookahead_branch()
         window = branch.window if branch.num_levels else 0
-        return Planner(
+        self._planner_state = Planner(
             self.latency,
             window=window,
             branch_levels=self.ngram - 1,
@@ -386,6 +393,7 @@ class LookaheadDecoder:
             auto_guess=self.auto_guess,
             auto_length=self.auto_ngram,
         )
+        return self._planner_state
 
     def _plan(self, planner: Planner | None, context, continuations, position: int) -> StepPlan:
         """This step's plan: the planner's when any of W, N, G is auto, else everything offered."""

@@ -149,6 +149,8 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
                 # sampled outputs differ by design; their check is the distribution test in tests/
                 "identical": runs["lookahead"] == runs["baseline"] if sampling is None else None,
                 "overhead_fraction": m.overhead_fraction,
+                "step_tokens_mean": sum(m.step_sizes) / max(m.steps, 1),
+                "branch_fraction": m.branch_steps / max(m.steps, 1),
             }
         )
         step_rows += [
@@ -175,6 +177,11 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
         "speedup_median": statistics.median(row["speedup"] for row in prompt_rows),
         "identical": int(total("identical")) if sampling is None else None,
         "overhead_fraction": 1 - time_split["forward"] / max(sum(time_split.values()), 1e-12),
+        # tokens fed per step and the share of steps that ran the lookahead branch (both vary with auto)
+        "step_tokens_mean": sum(r["step_tokens_mean"] * r["steps"] for r in prompt_rows)
+        / max(total("steps"), 1),
+        "branch_fraction": sum(r["branch_fraction"] * r["steps"] for r in prompt_rows)
+        / max(total("steps"), 1),
         **{f"time_{stage}_s": seconds for stage, seconds in time_split.items()},
         "accepted_histogram": {str(k): v for k, v in sorted(histogram.items())},
     }

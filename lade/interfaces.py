@@ -45,6 +45,10 @@ class Proposer(ABC):
             optionally preceded by left context.
         """
 
+    def skip(self, accepted: Verification) -> None:  # noqa: B027
+        """A step ran without the lookahead branch (an auto plan) and committed ``accepted``; the
+        window is kept as it is for a later step."""
+
 
 @dataclass(frozen=True)
 class EntryStats:

@@ -69,6 +69,9 @@ class JacobiProposer(Proposer):
         self._levels = torch.cat([self._levels[1:], new_level[None]])
         return grams
 
+    def skip(self, accepted: Verification) -> None:
+        self._root = accepted.tokens[-1]  # the paths of later harvests start at the new last token
+
     def _harvest(self, new_level: torch.Tensor, accepted: Verification) -> list[tuple[int, ...]]:
         """Column c read down the levels plus its new token, after its left context: the tokens
         before it on its path (the last committed token, then level 0 up to column c-1), which

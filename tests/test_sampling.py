@@ -9,6 +9,7 @@ from scipy.stats import chisquare
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from lade import LookaheadDecoder
+from lade.calibration import LatencyModel
 from lade.types import Candidates
 from pools import BucketedNGramPool
 from strategies import SamplingVerifier
@@ -140,6 +141,7 @@ def exact_first_tokens(model, prompt: torch.Tensor, settings: dict, length: int 
 
 SETTINGS = [
     ({"temperature": 1.0}, (5, 4, 5)),
+    ({"temperature": 0.7}, ("auto", 4, "auto")),  # planner on a flat latency curve: verifies candidates
     ({"temperature": 0.7, "top_p": 0.9}, (3, 3, 3)),
     ({"top_k": 5, "repetition_penalty": 1.3}, (4, 4, 2)),
 ]
@@ -150,8 +152,10 @@ def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng):
     prompt = torch.tensor([[3, 7, 5, 3, 7, 5, 3, 7, 5, 3, 7]])
     expected = exact_first_tokens(small_model, prompt, settings)
     window, ngram, guess = wng
-    pool = BucketedNGramPool(ngram, capacity=guess, seed_prompt=True, seed_output=True, persistent=True)
-    decoder = LookaheadDecoder(small_model, window, ngram, guess, pool=pool)
+    capacity = 5 if guess == "auto" else guess
+    pool = BucketedNGramPool(ngram, capacity=capacity, seed_prompt=True, seed_output=True, persistent=True)
+    flat = LatencyModel((1, 128), (1.0, 1.01))
+    decoder = LookaheadDecoder(small_model, window, ngram, guess, pool=pool, latency=flat)
     generator = torch.Generator().manual_seed(99)
     counts, multi = {}, 0
     for _ in range(2000):
