@@ -5,7 +5,7 @@ x (N-1) levels), how many of the pool's candidates to verify (g <= G) and how ma
 (l <= N-1). It maximises predicted tokens per second:
 
     predicted tokens = 1 + A(g, l) [+ branch gain]        (the bonus token is always committed)
-    predicted time   = latency(1 + g*l [+ W*(N-1)])       (``lade.calibration``)
+    predicted time   = latency(1 + g*l [+ W*(N-1)], P)    (``lade.calibration``; P = cached tokens)
 
 ``A(g, l)`` is the expected number of accepted candidate tokens when the first g candidates, cut to
 l tokens, are verified. It is estimated from *counterfactual* records (``AcceptanceStats``): every
@@ -263,15 +263,16 @@ class Planner:
             return max(0.0, with_branch - self.stats.expected(guesses, length, without_harvested=True))
         return self.branch_prior * math.log2(1 + self.window)
 
-    def plan(self, available: int, confidence: int = 0) -> StepPlan:
-        """The best plan when the pool offers ``available`` candidates of class ``confidence``."""
+    def plan(self, available: int, confidence: int = 0, context: int | None = None) -> StepPlan:
+        """The best plan when the pool offers ``available`` candidates of class ``confidence``, with
+        ``context`` tokens in the cache (latency grows with it)."""
         trusted = len(self.stats) >= self.min_records
         records = self._records(confidence)
         branch_options = (False, True) if self.auto_window else (self.window > 0,)
         if self.window == 0:
             branch_options = (False,)
         best = None
-        plain_rate = 1.0 / self.latency(1)
+        plain_rate = 1.0 / self.latency(1, context)
         for branch in branch_options:
             if branch and self.auto_window and self._idle_steps >= self.branch_retry:
                 self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
@@ -280,11 +281,11 @@ class Planner:
                 accepted = records.expected(g, cut, without_harvested=True) if g and trusted else 0.0
                 gain = self.branch_gain(g, cut) if branch else 0.0
                 tokens = 1.0 + accepted + gain
-                seconds = self.latency(1 + g * cut + extra)
+                seconds = self.latency(1 + g * cut + extra, context)
                 option = StepPlan(branch, g, cut, tokens, seconds)
                 if best is None or option.rate > best.rate:
                     best = option
-        plain = StepPlan(False, 0, self.max_length, 1.0, self.latency(1))
+        plain = StepPlan(False, 0, self.max_length, 1.0, self.latency(1, context))
         can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or available == 0)
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain

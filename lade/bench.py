@@ -3,6 +3,7 @@
 
     python -m lade.bench --dataset humaneval,mt_bench,gsm8k,summarization --limit 20 --max-new-tokens 128
     python -m lade.bench --dataset humaneval --config 7,5,7 --config 5,4,5      # fixed configurations too
+    python -m lade.bench --config 0,5,3   # W=0: no lookahead branch, verify prompt/output n-grams only
 
 For every prompt, every method runs once (after one untimed warm-up run of each), in an order that
 rotates from prompt to prompt so that machine noise hits all methods alike. Per method it prints the
@@ -30,6 +31,7 @@ import torch
 from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench
 from lade.decoding import LookaheadDecoder
 from lade.model import load_model
+from pools.bucket import BucketedNGramPool
 from strategies.plain import AutoregressiveProposer
 
 
@@ -98,8 +100,8 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
                 attention_mask=torch.ones_like(ids).to(model.device),
                 do_sample=False,
                 max_new_tokens=max_new_tokens,
-                eos_token_id=eos,
-                pad_token_id=eos[0] if eos else None,
+                eos_token_id=eos or None,
+                pad_token_id=eos[0] if eos else model.generation_config.pad_token_id,
                 top_p=None,
                 top_k=None,
                 temperature=None,
@@ -131,9 +133,13 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
         raise ValueError(f"unknown methods {unknown}; choose from {sorted(available)}")
     methods = {name: available[name]() for name in ("hf_greedy", "plain_loop", *names) if name}
     for window, ngram, guess in configs:
-        methods[f"lookahead W={window} N={ngram} G={guess}"] = decoder_method(
-            LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
-        )
+        if window == 0:  # no lookahead branch: verify pool n-grams only (the auto planner's CPU regime)
+            pool = BucketedNGramPool(ngram, capacity=guess, key_length=3, seed_prompt=True, seed_output=True)
+            proposer = AutoregressiveProposer(ngram=ngram)
+            decoder = LookaheadDecoder(model, 1, ngram, guess, proposer=proposer, pool=pool)
+        else:
+            decoder = LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
+        methods[f"lookahead W={window} N={ngram} G={guess}"] = decoder_method(decoder)
     return methods
 
 
@@ -233,7 +239,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     parser.add_argument(
         "--methods", default="hf_prompt_lookup,auto", help=f"comma list of {', '.join(METHODS)} ('' for none)"
     )
-    parser.add_argument("--config", type=parse_config, action="append", default=[], help="W,N,G (repeatable)")
+    parser.add_argument(
+        "--config", type=parse_config, action="append", default=[], help="W,N,G (repeatable; W=0: no branch)"
+    )
     parser.add_argument("--prompt-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")

@@ -5,6 +5,11 @@ mask (``lade.attention``), which keeps the cache index equal to the token positi
 rollback a plain crop. After a step the cache holds the prefix plus all S step tokens; ``commit``
 keeps the accepted ones, moved next to the prefix, and drops the rest. Accepted tokens are never
 recomputed.
+
+The layers are ``GrowingLayer``s: a ``DynamicLayer`` concatenates every step, copying the whole
+cache each time (tens of MB per step at a few thousand tokens); a growing layer writes the step into
+spare room of one buffer and re-allocates only when the room runs out, with 1/8 headroom (at least
+``MIN_HEADROOM`` positions), so memory stays within about 12% of the keys and values held.
 """
 
 from __future__ import annotations
@@ -13,10 +18,56 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+MIN_HEADROOM = 256  # positions of spare room a growing layer keeps at least
+
+
+class GrowingLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose keys/values [B, H, T, D] are views into a buffer [B, H, capacity, D]
+    that is written in place and re-allocated with headroom when full, not re-made every step."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self._key_buffer: torch.Tensor | None = None
+        self._value_buffer: torch.Tensor | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        length = self.get_seq_length()
+        needed = length + key_states.shape[-2]
+        if self._key_buffer is None or needed > self._key_buffer.shape[-2]:
+            capacity = needed + max(MIN_HEADROOM, needed // 8)
+            self._key_buffer = self._grown(self._key_buffer, key_states, length, capacity)
+            self._value_buffer = self._grown(self._value_buffer, value_states, length, capacity)
+        self._key_buffer[..., length:needed, :] = key_states
+        self._value_buffer[..., length:needed, :] = value_states
+        self.keys = self._key_buffer[..., :needed, :]
+        self.values = self._value_buffer[..., :needed, :]
+        return self.keys, self.values
+
+    @staticmethod
+    def _grown(old: torch.Tensor | None, like: torch.Tensor, length: int, capacity: int) -> torch.Tensor:
+        buffer = like.new_empty(*like.shape[:-2], capacity, like.shape[-1])
+        if old is not None and length:
+            buffer[..., :length, :] = old[..., :length, :]
+        return buffer
+
+    def reset(self) -> None:
+        self._key_buffer = self._value_buffer = None
+        super().reset()
+
+
+class LookaheadCache(DynamicCache):
+    """A ``DynamicCache`` whose layers are ``GrowingLayer``s (added lazily, one per model layer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer_class_to_replicate = GrowingLayer
+
 
 def new_cache() -> DynamicCache:
-    """An empty cache whose layers all keep every position (``DynamicLayer``)."""
-    return DynamicCache()
+    """An empty cache whose layers all keep every position (``GrowingLayer``)."""
+    return LookaheadCache()
 
 
 def commit(cache: DynamicCache, prefix_len: int, step_len: int, keep: list[int]) -> None:

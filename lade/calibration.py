@@ -25,19 +25,27 @@ import torch
 
 # Step sizes measured: dense where CPU kernels change strategy (1-8), sparser beyond.
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
-CALIBRATION_FORMAT = 1
+CALIBRATION_FORMAT = 2  # 2: curves at two contexts
 
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """Seconds per forward pass as a function of S, the tokens fed in one step.
+    """Seconds per forward pass as a function of S, the tokens fed in one step, and of the context
+    (tokens already in the cache).
 
-    ``sizes`` ascending, ``seconds`` non-decreasing (the same length). Between measured sizes the
-    latency is interpolated linearly; beyond the largest it is extrapolated along the last segment.
+    ``sizes`` ascending, ``seconds`` non-decreasing (the same length), measured after ``context``
+    cached tokens. Between measured sizes the latency is interpolated linearly; beyond the largest it
+    is extrapolated along the last segment. ``longer``, if given, is the same curve measured at a
+    longer context: the latency is then linear in the context between (and beyond) the two, which
+    matters because attention over a long prefix costs more per extra step token than the weights do
+    (on this project's CPU, 3 tokens cost 1.14x one token after 256 cached tokens, 1.41x after 2,048).
+    Contexts shorter than ``context`` use the ``context`` curve.
     """
 
     sizes: tuple[int, ...]
     seconds: tuple[float, ...]
+    context: int = 0
+    longer: LatencyModel | None = None
 
     def __post_init__(self):
         if not self.sizes or len(self.sizes) != len(self.seconds):
@@ -46,9 +54,19 @@ class LatencyModel:
             raise ValueError(f"sizes must be distinct, ascending and >= 1, got {self.sizes}")
         if any(s <= 0 for s in self.seconds):
             raise ValueError("latencies must be positive")
+        if self.longer is not None and self.longer.context <= self.context:
+            raise ValueError("the longer curve must be measured at a longer context")
 
-    def __call__(self, size: int) -> float:
-        """Predicted seconds for one forward pass over ``size`` tokens (>= 1)."""
+    def __call__(self, size: int, context: int | None = None) -> float:
+        """Predicted seconds for one forward pass over ``size`` tokens (>= 1) after ``context``
+        cached tokens (default: the curve's own context)."""
+        near = self._curve(size)
+        if self.longer is None or context is None or context <= self.context:
+            return near
+        far = self.longer._curve(size)
+        return near + (far - near) * (context - self.context) / (self.longer.context - self.context)
+
+    def _curve(self, size: int) -> float:
         sizes, seconds = self.sizes, self.seconds
         if size <= sizes[0] or len(sizes) == 1:
             return seconds[0] if size <= sizes[0] else seconds[0] * size / sizes[0]
@@ -59,32 +77,39 @@ class LatencyModel:
         x0, x1, y0, y1 = sizes[i - 1], sizes[i], seconds[i - 1], seconds[i]
         return y0 + (y1 - y0) * (size - x0) / (x1 - x0)
 
-    def relative(self, size: int) -> float:
+    def relative(self, size: int, context: int | None = None) -> float:
         """Latency of ``size`` tokens over the latency of one token (plain decoding)."""
-        return self(size) / self(1)
+        return self(size, context) / self(1, context)
 
     @classmethod
-    def from_measurements(cls, sizes: Sequence[int], seconds: Sequence[float]) -> LatencyModel:
+    def from_measurements(
+        cls, sizes: Sequence[int], seconds: Sequence[float], context: int = 0
+    ) -> LatencyModel:
         """Smooth noisy medians into a non-decreasing curve (more tokens never cost less)."""
         monotone, best = [], 0.0
         for value in seconds:
             best = max(best, value)
             monotone.append(best)
-        return cls(tuple(int(s) for s in sizes), tuple(monotone))
+        return cls(tuple(int(s) for s in sizes), tuple(monotone), context)
 
     def to_dict(self) -> dict:
-        return {"sizes": list(self.sizes), "seconds": list(self.seconds)}
+        data = {"sizes": list(self.sizes), "seconds": list(self.seconds), "context": self.context}
+        if self.longer is not None:
+            data["longer"] = self.longer.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> LatencyModel:
-        return cls(tuple(data["sizes"]), tuple(data["seconds"]))
+        longer = cls.from_dict(data["longer"]) if data.get("longer") else None
+        return cls(tuple(data["sizes"]), tuple(data["seconds"]), int(data.get("context", 0)), longer)
 
 
 def measure(
-    run_step: Callable[[int], None], sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 5
+    run_step: Callable[[int], None], sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 5, context: int = 0
 ) -> LatencyModel:
     """Time ``run_step(S)`` for every S: one untimed warm-up round, then ``repeats`` rounds with the
-    sizes interleaved (so machine noise spreads over all sizes), median per size."""
+    sizes interleaved (so machine noise spreads over all sizes), median per size. ``context``: the
+    cached tokens ``run_step`` runs after, recorded in the curve."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for size in sizes:
@@ -95,7 +120,7 @@ def measure(
             started = time.perf_counter()
             run_step(size)
             times[size].append(time.perf_counter() - started)
-    return LatencyModel.from_measurements(sizes, [statistics.median(times[s]) for s in sizes])
+    return LatencyModel.from_measurements(sizes, [statistics.median(times[s]) for s in sizes], context)
 
 
 def calibration_key(model) -> str:

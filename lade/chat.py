@@ -18,7 +18,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from lade.config import register_schemas
+from lade.config import register_schemas, with_auto_maxima
 from lade.decoding import LookaheadDecoder
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -107,14 +107,15 @@ def main(cfg: DictConfig) -> None:
     model, tokenizer = instantiate(cfg.model)
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"model {cfg.model.name_or_path!r} has no tokenizer with a chat template")
+    sized = with_auto_maxima(cfg)  # components at the sizes "auto" searches up to
     decoder = LookaheadDecoder(
         model,
         cfg.lookahead.window,
         cfg.lookahead.ngram,
         cfg.lookahead.guess,
-        proposer=instantiate(cfg.proposer),
-        pool=instantiate(cfg.pool),
-        verifier=instantiate(cfg.verifier),
+        proposer=instantiate(sized.proposer),
+        pool=instantiate(sized.pool),
+        verifier=instantiate(sized.verifier),
         seed=cfg.seed,
     )
     sys.stdout.write("lade chat: Ctrl-C stops an answer, Ctrl-D or /exit leaves, /reset forgets.\n")

@@ -12,7 +12,7 @@ import copy
 import inspect
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -347,31 +347,38 @@ class LookaheadDecoder:
                 break
         return generated
 
-    def _measure_latency(self, sizes, repeats: int) -> LatencyModel:
-        """Time steps of S tokens (logits at every row: an upper bound for the LM head) after a
-        context of up to 256 random tokens, through the same forward path as decoding."""
+    def _measure_latency(self, sizes, repeats: int, contexts=(256, 1280)) -> LatencyModel:
+        """Time steps of S tokens (logits at every row: an upper bound for the LM head) after each
+        of ``contexts`` cached random tokens (as far as the context length allows), through the same
+        forward path as decoding; the curves form one context-dependent ``LatencyModel``."""
         largest_step = 1 + (self.window + self.guess) * (self.ngram - 1)
         room = self.context_length if self.context_length is not None else 1 << 30
         above = [s for s in sizes if s >= largest_step]
         wanted = sorted({s for s in sizes if s < largest_step} | set(above[:1]) | {1})
         wanted = [s for s in wanted if s < room]
-        context = max(1, min(256, room - wanted[-1]))
+        lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
         generator = torch.Generator().manual_seed(self.seed)
         device = self._input_device()
-        tokens = torch.randint(self.vocab_size, (context + wanted[-1],), generator=generator).to(device)
-        cache = new_cache()
+        tokens = torch.randint(self.vocab_size, (lengths[-1] + wanted[-1],), generator=generator).to(device)
+        layouts = {s: self._layout_chain(s) for s in wanted}
+        rows = {s: torch.arange(s, device=device) for s in wanted}
+        curves = []
         with torch.inference_mode():
-            self._forward(tokens[:context], self._layout_chain(context), 0, cache)
-            layouts = {s: self._layout_chain(s) for s in wanted}
-            rows = {s: torch.arange(s, device=device) for s in wanted}
+            for context in lengths:
+                cache = new_cache()
+                self._forward(tokens[:context], self._layout_chain(context), 0, cache)
 
-            def run_step(size: int) -> None:
-                self._forward(tokens[context : context + size], layouts[size], context, cache, rows[size])
-                cache.crop(-size)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                def run_step(size: int, cache=cache, context=context) -> None:
+                    self._forward(tokens[context : context + size], layouts[size], context, cache, rows[size])
+                    cache.crop(-size)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
 
-            return measure(run_step, wanted, repeats)
+                curves.append(measure(run_step, wanted, repeats, context))
+        latency = None
+        for curve in reversed(curves):  # the shortest context outermost, each holding the next longer
+            latency = replace(curve, longer=latency)
+        return latency
 
     def _planner(self) -> Planner:
         """The decoder's planner, made on first use; its acceptance records carry over from call to
@@ -401,7 +408,7 @@ class LookaheadDecoder:
             return StepPlan(True, len(continuations), self.ngram - 1, 0.0, 0.0)
         confidence = self.pool.confidence(context, continuations)
         planner.offer(position, continuations, self.pool.harvested(context, continuations), confidence)
-        return planner.plan(len(continuations), confidence)
+        return planner.plan(len(continuations), confidence, position)
 
     @staticmethod
     def _truncate(tokens: list[int], budget: int, eos: frozenset[int]) -> tuple[list[int], bool]:

@@ -230,3 +230,22 @@ def test_bad_window_values(bad):
     model, _ = load_model("tiny-random-llama")
     with pytest.raises((ValueError, TypeError)):
         LookaheadDecoder(model, window=bad)
+
+
+def test_latency_is_linear_in_the_context_between_two_curves():
+    long = LatencyModel((1, 4), (2.0, 6.0), context=1000)
+    curve = LatencyModel((1, 4), (1.0, 2.0), context=0, longer=long)
+    assert curve(4) == 2.0 and curve(4, 500) == pytest.approx(4.0) and curve(4, 2000) == pytest.approx(10.0)
+    assert curve(1, -5) == 1.0  # shorter than the first context: the first curve
+    assert LatencyModel.from_dict(curve.to_dict()) == curve
+    with pytest.raises(ValueError, match="longer context"):
+        LatencyModel((1,), (1.0,), context=10, longer=LatencyModel((1,), (1.0,), context=5))
+
+
+def test_long_contexts_make_the_planner_more_careful():
+    long = LatencyModel((1, 2, 4, 8), (1.0, 2.0, 3.0, 4.0), context=1000)
+    curve = LatencyModel((1, 2, 4, 8), (1.0, 1.05, 1.1, 1.2), context=0, longer=long)
+    planner = _trained(Planner(curve, window=0, branch_levels=4, max_guess=1, max_length=1), [1], rounds=4)
+    planner.min_records = 4
+    assert planner.plan(available=1, context=0).guesses == 1  # 2 tokens for 1.05x the time
+    assert planner.plan(available=1, context=1000).guesses == 0  # 2 tokens would cost 2x: plain
