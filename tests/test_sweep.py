@@ -93,3 +93,12 @@ def test_wandb_failure_warns_and_keeps_going(monkeypatch, tmp_path):
             job_dir=tmp_path, name="x", group="g", config={}, record={}, prompts=[], steps=[]
         )
     assert len(caught) == 1 and "no W&B here" in str(caught[0].message)
+
+
+def test_auto_and_fixed_sizes_sweep_side_by_side(tmp_path):
+    result = sweep(tmp_path, "logger=none", "window=auto,3", "guess=auto", "ngram=auto")
+    assert result.returncode == 0, result.stderr[-3000:]
+    frame = load_sweep(tmp_path)
+    assert sorted(map(str, frame["window"])) == ["3", "auto"]
+    assert (frame["identical"] == frame["prompts"]).all()
+    assert {"step_tokens_mean", "branch_fraction"} <= set(frame.columns)
