@@ -16,10 +16,11 @@ including during plain steps: lookahead restarts by itself when the text becomes
 Plain decoding (no branch, g = 0) is always one of the options: when nothing is predicted to win,
 the step is a plain step.
 
-The branch's gain is indirect (its n-grams enter the pool); it is measured as the records' expected
-acceptance with all candidates minus that with only the candidates the branch did not harvest. Until
-the branch has run long enough to measure it, a prior is used (``branch_prior``), and the branch is
-only tried when the prior could pay for its tokens on this hardware.
+The branch's gain is indirect and amortised (its n-grams enter the pool and are verified on later
+steps); it is measured as the records' expected acceptance with all candidates minus that with only
+the candidates the branch did not harvest. Until the branch has run long enough to measure it, a
+prior is used (``branch_prior``), so the branch is only tried where the prior could pay for its
+tokens on this hardware; its size W is chosen among the allowed sizes the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class StepPlan:
     length: int  # l: tokens verified of each candidate (1..N-1; irrelevant when g = 0)
     predicted_tokens: float  # expected tokens committed
     predicted_seconds: float  # expected forward time
+    window: int = 0  # W of the branch when it runs
 
     @property
     def rate(self) -> float:
@@ -158,7 +160,9 @@ class Planner:
 
     Args:
         latency: forward seconds vs tokens per step on this hardware.
-        window: W of the lookahead branch (0: no branch available).
+        window: W of the lookahead branch (0: no branch available), the largest it may take.
+        windows: the branch sizes an auto window chooses among (default: just ``window``); the decoder
+            resizes the proposer's window when the plan's W changes.
         branch_levels: N-1, the branch's levels when full.
         max_guess: G, most candidates a step may verify.
         max_length: N-1, most tokens of a candidate a step may verify.
@@ -190,9 +194,14 @@ class Planner:
         branch_retry: int = 256,
         margin: float = 1.02,
         history: int = 64,
+        windows: tuple[int, ...] | None = None,
+        switch_margin: float = 1.05,
     ):
         self.latency = latency
         self.window = window
+        self.windows = tuple(w for w in (windows or (window,)) if 0 < w <= window) if window else ()
+        self.switch_margin = switch_margin
+        self._current_window = window  # the branch size in use (switched only for a clear gain)
         self.branch_levels = branch_levels
         self.max_guess = max_guess
         self.max_length = max_length
@@ -252,44 +261,71 @@ class Planner:
         stats = self._by_class.get(confidence)
         return stats if stats is not None and len(stats) >= self.min_records else self.stats
 
-    def branch_gain(self, guesses: int, length: int) -> float:
-        """Extra accepted tokens per step credited to the lookahead branch at (g, l): measured as the
-        acceptance with all candidates minus that without the harvested ones once the branch has run
-        ``branch_trial`` steps, the prior before."""
-        if self.window == 0 or guesses == 0:
+    def branch_gain(self, window: int | None = None) -> float:
+        """Extra accepted tokens per step credited to running a lookahead branch of ``window`` columns
+        (default: the size in use). Its value is amortised: the n-grams it harvests now are verified on
+        later steps, so it is credited even on a step without candidates. Measured, once the branch
+        has run ``branch_trial`` steps, as the records' acceptance at full G and N-1 with all
+        candidates minus that without the ones only the branch harvested; the prior before. Other
+        sizes scale by log2(1 + W) (the paper's compression grows about logarithmically in W)."""
+        window = self._current_window if window is None else window
+        if self.window == 0 or window == 0:
             return 0.0
+        scale = math.log2(1 + window)
         if self._branch_steps >= self.branch_trial and len(self.stats) >= self.min_records:
-            with_branch = self.stats.expected(guesses, length)
-            return max(0.0, with_branch - self.stats.expected(guesses, length, without_harvested=True))
-        return self.branch_prior * math.log2(1 + self.window)
+            g, cut = self.max_guess, self.max_length
+            measured = max(
+                0.0, self.stats.expected(g, cut) - self.stats.expected(g, cut, without_harvested=True)
+            )
+            return measured * scale / math.log2(1 + self._current_window)
+        return self.branch_prior * scale
 
     def plan(self, available: int, confidence: int = 0, context: int | None = None) -> StepPlan:
         """The best plan when the pool offers ``available`` candidates of class ``confidence``, with
         ``context`` tokens in the cache (latency grows with it)."""
         trusted = len(self.stats) >= self.min_records
         records = self._records(confidence)
-        branch_options = (False, True) if self.auto_window else (self.window > 0,)
+        if not self.auto_window:
+            window_options = (self.window,)
+        else:
+            window_options = (0, *self.windows)
         if self.window == 0:
-            branch_options = (False,)
-        best = None
+            window_options = (0,)
         plain_rate = 1.0 / self.latency(1, context)
-        for branch in branch_options:
-            if branch and self.auto_window and self._idle_steps >= self.branch_retry:
-                self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
-            extra = self.window * self.branch_levels if branch else 0
-            for g, cut in self._candidate_shapes(available, trusted):
-                accepted = records.expected(g, cut, without_harvested=True) if g and trusted else 0.0
-                gain = self.branch_gain(g, cut) if branch else 0.0
-                tokens = 1.0 + accepted + gain
+        if self.auto_window and self._idle_steps >= self.branch_retry:
+            self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
+        shapes = {  # (g, l) -> expected accepted tokens, the same whatever the branch does
+            (g, cut): records.expected(g, cut, without_harvested=True) if g and trusted else 0.0
+            for g, cut in self._candidate_shapes(available, trusted)
+        }
+        most_accepted = max(shapes.values())
+        best_by_window: dict[int, StepPlan] = {}
+        best_rate = 0.0
+        for window in window_options:
+            extra = window * self.branch_levels
+            gain = self.branch_gain(window)
+            if window and (1.0 + most_accepted + gain) / self.latency(1 + extra, context) <= best_rate:
+                continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
+            top, top_rate = None, 0.0
+            for (g, cut), accepted in shapes.items():
                 seconds = self.latency(1 + g * cut + extra, context)
-                option = StepPlan(branch, g, cut, tokens, seconds)
-                if best is None or option.rate > best.rate:
-                    best = option
+                rate = (1.0 + accepted + gain) / seconds
+                if rate > top_rate:
+                    top, top_rate = (g, cut, 1.0 + accepted + gain, seconds), rate
+            best_by_window[window] = StepPlan(window > 0, top[0], top[1], top[2], top[3], window)
+            best_rate = max(best_rate, top_rate)
+        best = max(best_by_window.values(), key=lambda plan: plan.rate)
+        staying = best_by_window.get(self._current_window)
+        if best.branch and staying is not None and best.window != self._current_window:
+            if best.rate < staying.rate * self.switch_margin:  # resizing the window is not free
+                best = staying
         plain = StepPlan(False, 0, self.max_length, 1.0, self.latency(1, context))
         can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or available == 0)
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain
         if best.branch:
+            if best.window != self._current_window:
+                self._current_window = best.window
             self._branch_steps += 1
             self._idle_steps = 0
         else:

@@ -41,7 +41,8 @@ from strategies.sampling import SamplingVerifier
 Streamer = Callable[[list[int]], None]
 
 # What "auto" searches up to: the lookahead branch's W and the pool's n-gram size and candidates.
-AUTO_WINDOW = 7
+AUTO_WINDOW = 15
+AUTO_WINDOWS = (1, 2, 3, 5, 7, 10, 15)  # branch sizes an auto window chooses among (up to W)
 AUTO_NGRAM = 6
 AUTO_GUESS = 7
 
@@ -78,8 +79,9 @@ class LookaheadDecoder:
     Args:
         model: any decoder-only transformers model that accepts a 4D ``attention_mask``,
             ``position_ids`` and a ``DynamicCache`` (Llama, Qwen2, Mistral, GPT-2, Gemma 3, ...).
-        window: W, guesses per lookahead level (>= 1), or ``"auto"``: the branch (W = 7, or the
-            given proposer's window) runs only on the steps where it is predicted to pay.
+        window: W, guesses per lookahead level (>= 1), or ``"auto"``: the branch runs only on the
+            steps where it is predicted to pay, at the size (1 to 15 columns, or up to the given
+            proposer's window) predicted to pay best.
         ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step;
             or ``"auto"``: n-grams of 6 tokens are stored and each step verifies the candidates cut to
             the length predicted to pay best.
@@ -297,6 +299,9 @@ class LookaheadDecoder:
             timer.lap("pool")
 
             branch = self.proposer.lookahead_branch() if plan.branch else no_branch
+            if self.auto_window and plan.branch and self.proposer.resizable and branch.window != plan.window:
+                self.proposer.resize(plan.window)  # an auto window changed size
+                branch = self.proposer.lookahead_branch()
             layout = self._layout(branch.num_levels, branch.window, candidates.count, plan.length)
             tokens = torch.cat(
                 [prompt.new_tensor(context[-1:]), branch.levels.flatten(), candidates.tokens.flatten()]
@@ -388,8 +393,8 @@ class LookaheadDecoder:
             return self._planner_state
         if self.latency is None:
             self.calibrate()
-        branch = self.proposer.lookahead_branch()
-        window = branch.window if branch.num_levels else 0
+        window = self.window if self.proposer.lookahead_branch().num_levels else 0
+        sizes = AUTO_WINDOWS if self.auto_window and self.proposer.resizable else (window,)
         self._planner_state = Planner(
             self.latency,
             window=window,
@@ -399,13 +404,14 @@ class LookaheadDecoder:
             auto_window=self.auto_window,
             auto_guess=self.auto_guess,
             auto_length=self.auto_ngram,
+            windows=tuple(w for w in sizes if w <= window) or None,
         )
         return self._planner_state
 
     def _plan(self, planner: Planner | None, context, continuations, position: int) -> StepPlan:
         """This step's plan: the planner's when any of W, N, G is auto, else everything offered."""
         if planner is None:
-            return StepPlan(True, len(continuations), self.ngram - 1, 0.0, 0.0)
+            return StepPlan(True, len(continuations), self.ngram - 1, 0.0, 0.0, self.window)
         confidence = self.pool.confidence(context, continuations)
         planner.offer(position, continuations, self.pool.harvested(context, continuations), confidence)
         return planner.plan(len(continuations), confidence, position)

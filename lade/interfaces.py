@@ -45,6 +45,12 @@ class Proposer(ABC):
             optionally preceded by left context.
         """
 
+    resizable: bool = False  # whether ``resize`` can change W between steps (auto window sizes)
+
+    def resize(self, window: int) -> None:
+        """Change the window to ``window`` columns between steps (only when ``resizable``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot change its window size")
+
     def skip(self, accepted: Verification) -> None:  # noqa: B027
         """A step ran without the lookahead branch (an auto plan) and committed ``accepted``; the
         window is kept as it is for a later step."""

@@ -48,6 +48,7 @@ class JacobiProposer(Proposer):
             generator = torch.Generator().manual_seed(self.seed)
         self._generator = generator
         self._root = int(prompt[-1])
+        self._prompt = prompt
         picks = torch.randint(prompt.shape[0], (self.window,), generator=generator, device=generator.device)
         self._levels = prompt[picks.to(prompt.device)][None]
 
@@ -68,6 +69,29 @@ class JacobiProposer(Proposer):
         grams = self._harvest(new_level, accepted)
         self._levels = torch.cat([self._levels[1:], new_level[None]])
         return grams
+
+    resizable = True
+
+    def resize(self, window: int) -> None:
+        """Keep the first ``window`` columns of every level; new columns start as prompt tokens drawn
+        with the call's generator, like level 0 at the start (their guesses are refined from there)."""
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        if self._levels is None:
+            raise RuntimeError("call start(prompt) before resize()")
+        current = self._levels.shape[1]
+        if window < current:
+            self._levels = self._levels[:, :window].contiguous()
+        elif window > current:
+            prompt = self._prompt
+            picks = torch.randint(
+                prompt.shape[0],
+                (self._levels.shape[0], window - current),
+                generator=self._generator,
+                device=self._generator.device,
+            )
+            self._levels = torch.cat([self._levels, prompt[picks.to(prompt.device)]], dim=1)
+        self.window = window
 
     def skip(self, accepted: Verification) -> None:
         self._root = accepted.tokens[-1]  # the paths of later harvests start at the new last token

@@ -249,3 +249,33 @@ def test_long_contexts_make_the_planner_more_careful():
     planner.min_records = 4
     assert planner.plan(available=1, context=0).guesses == 1  # 2 tokens for 1.05x the time
     assert planner.plan(available=1, context=1000).guesses == 0  # 2 tokens would cost 2x: plain
+
+
+def test_auto_window_size_follows_the_latency_curve():
+    def planner(curve):
+        return _trained(
+            Planner(curve, window=15, branch_levels=4, max_guess=1, max_length=4, windows=(1, 3, 7, 15)), [2]
+        )
+
+    assert planner(FLAT).plan(available=1).window == 15  # free tokens: the widest branch
+    moderate = LatencyModel((1, 8, 16, 32, 64), (1.0, 1.05, 1.1, 1.6, 3.0))
+    assert planner(moderate).plan(available=1).window in (1, 3)  # only narrow branches are cheap
+    assert not planner(STEEP).plan(available=1).branch
+
+
+def test_jacobi_resize_keeps_columns_and_output_stays_exact():
+    from strategies import JacobiProposer
+
+    proposer = JacobiProposer(window=3, ngram=4)
+    proposer.start(torch.arange(10, 20))
+    before = proposer.lookahead_branch().levels.clone()
+    proposer.resize(5)
+    after = proposer.lookahead_branch().levels
+    assert after.shape == (1, 5) and torch.equal(after[:, :3], before)
+    proposer.resize(2)
+    assert torch.equal(proposer.lookahead_branch().levels, before[:, :2])
+    model, _ = load_model("tiny-random-llama")
+    ids = torch.arange(1, 9).repeat(4)[None]
+    moderate = LatencyModel((1, 8, 16, 32, 64), (1.0, 1.02, 1.05, 1.4, 2.5))
+    result = LookaheadDecoder(model, latency=moderate).generate(ids, max_new_tokens=50)
+    assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 50)

@@ -189,7 +189,7 @@ def test_auto_sizes_build_components_at_the_auto_maxima():
     cfg = compose_config("experiment=quick", "window=auto", "ngram=auto", "guess=auto")
     components = validate(cfg)
     assert cfg.lookahead.window == "auto" and cfg.lookahead.guess == "auto"
-    assert components.proposer.window == 7 and components.proposer.ngram == 6
+    assert components.proposer.window == 15 and components.proposer.ngram == 6
     assert components.pool.ngram == 6 and components.pool.capacity == 7
 
 
