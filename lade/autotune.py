@@ -85,13 +85,6 @@ class AcceptanceStats:
         """Forget the offers not yet scored (their sequence ended)."""
         self._pending.clear()
 
-    def reset(self) -> None:
-        self._pending.clear()
-        self._records.clear()
-        for table in (self._sum_all, self._sum_seed):
-            for row in table:
-                row[:] = [0] * len(row)
-
     def offer(self, position: int, candidates: Sequence[Sequence[int]], harvested: Sequence[bool]) -> None:
         """Candidates offered for the tokens at ``position``, ``position + 1``, ... of the sequence."""
         if candidates:
@@ -199,7 +192,7 @@ class Planner:
     ):
         self.latency = latency
         self.window = window
-        self.windows = tuple(w for w in (windows or (window,)) if 0 < w <= window) if window else ()
+        self.windows = tuple(w for w in (windows or (window,)) if 0 < w <= window)  # () when window = 0
         self.switch_margin = switch_margin
         self._current_window = window  # the branch size in use (switched only for a clear gain)
         self.branch_levels = branch_levels
@@ -216,7 +209,6 @@ class Planner:
         self.history = history
         self.stats = AcceptanceStats(max(max_guess, 1), max(max_length, 1), history)  # all offers
         self._by_class: dict[int, AcceptanceStats] = {}  # offers of each confidence class
-        self._pending_classes: list[int] = []
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
 
@@ -226,13 +218,6 @@ class Planner:
         self.stats.drop_pending()
         for stats in self._by_class.values():
             stats.drop_pending()
-
-    def reset(self) -> None:
-        """Forget the acceptance records."""
-        self.stats.reset()
-        self._by_class.clear()
-        self._branch_steps = 0
-        self._idle_steps = 0
 
     def offer(
         self,
@@ -285,12 +270,7 @@ class Planner:
         ``context`` tokens in the cache (latency grows with it)."""
         trusted = len(self.stats) >= self.min_records
         records = self._records(confidence)
-        if not self.auto_window:
-            window_options = (self.window,)
-        else:
-            window_options = (0, *self.windows)
-        if self.window == 0:
-            window_options = (0,)
+        window_options = (0, *self.windows) if self.auto_window else (self.window,)
         plain_rate = 1.0 / self.latency(1, context)
         if self.auto_window and self._idle_steps >= self.branch_retry:
             self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
@@ -324,8 +304,7 @@ class Planner:
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain
         if best.branch:
-            if best.window != self._current_window:
-                self._current_window = best.window
+            self._current_window = best.window
             self._branch_steps += 1
             self._idle_steps = 0
         else:

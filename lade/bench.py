@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 import torch
 
 from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench
-from lade.decoding import LookaheadDecoder
+from lade.decoding import LookaheadDecoder, default_pool
 from lade.model import load_model
-from pools.bucket import BucketedNGramPool
 from strategies.plain import AutoregressiveProposer
 
 
@@ -134,7 +133,7 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
     methods = {name: available[name]() for name in ("hf_greedy", "plain_loop", *names) if name}
     for window, ngram, guess in configs:
         if window == 0:  # no lookahead branch: verify pool n-grams only (the auto planner's CPU regime)
-            pool = BucketedNGramPool(ngram, capacity=guess, key_length=3, seed_prompt=True, seed_output=True)
+            pool = default_pool(ngram, guess, auto=True)
             proposer = AutoregressiveProposer(ngram=ngram)
             decoder = LookaheadDecoder(model, 1, ngram, guess, proposer=proposer, pool=pool)
         else:

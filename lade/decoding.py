@@ -50,6 +50,21 @@ _MASK_HEADROOM = 256  # prefix growth a step mask buffer absorbs before it is re
 _MASK_LAYOUTS = 32  # step layouts whose mask buffers are kept
 
 
+def default_pool(ngram: int, capacity: int, auto: bool) -> BucketedNGramPool:
+    """The decoder's pool: the reference (first-token keys, LRU, per-key ``capacity``) plus prompt
+    seeding, the strategy ablation's one clear gain; for auto settings also output seeding and keys of
+    up to 3 tokens (more candidates, and a confidence class, the matched key length, that tells the
+    planner when long candidates hold)."""
+    return BucketedNGramPool(
+        ngram,
+        capacity=capacity,
+        eviction=LRUEviction(),
+        key_length=3 if auto else 1,
+        seed_prompt=True,
+        seed_output=auto,
+    )
+
+
 def _positive_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -128,18 +143,7 @@ class LookaheadDecoder:
         self.model = model
         # `is None`, not `or`: an empty pool has len() 0 and would read as false
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
-        if pool is None:  # the reference pool, plus prompt seeding (the strategy ablation's one clear gain)
-            # with auto settings, output seeding and 3-token keys: more candidates, and a confidence
-            # class (the matched key length) that tells the planner when long candidates hold
-            pool = BucketedNGramPool(
-                ngram,
-                capacity=guess,
-                eviction=LRUEviction(),
-                key_length=3 if self.is_auto else 1,
-                seed_prompt=True,
-                seed_output=self.is_auto,
-            )
-        self.pool = pool
+        self.pool = default_pool(ngram, guess, self.is_auto) if pool is None else pool
         self.verifier = GreedyVerifier() if verifier is None else verifier
         self.seed = seed
         for role, component in (("proposer", self.proposer), ("pool", self.pool)):
@@ -404,7 +408,7 @@ class LookaheadDecoder:
             auto_window=self.auto_window,
             auto_guess=self.auto_guess,
             auto_length=self.auto_ngram,
-            windows=tuple(w for w in sizes if w <= window) or None,
+            windows=sizes,  # the planner keeps those up to `window`
         )
         return self._planner_state
 
@@ -470,7 +474,7 @@ class LookaheadDecoder:
                 visibility(layout.tree_mask, prefix_len, positions, window), self.model.dtype
             )
         size, keys = layout.size, prefix_len + layout.size
-        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, size)
+        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len)
         buffer = self._mask_buffers.pop(key, None)
         if buffer is None or buffer.shape[-1] < keys:
             width = keys + _MASK_HEADROOM
