@@ -25,6 +25,7 @@ tokens on this hardware; its size W is chosen among the allowed sizes the same w
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -148,8 +149,45 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+class _RowRecords:
+    """One row's acceptance records: all offers, and the offers of each confidence class."""
+
+    def __init__(self, max_guess: int, max_length: int, history: int):
+        self.all = AcceptanceStats(max_guess, max_length, history)
+        self.by_class: dict[int, AcceptanceStats] = {}
+
+    def offer(self, position, candidates, harvested, confidence: int) -> None:
+        self.all.offer(position, candidates, harvested)
+        if confidence not in self.by_class:
+            self.by_class[confidence] = AcceptanceStats(
+                self.all.max_guess, self.all.max_length, self.all.history
+            )
+        self.by_class[confidence].offer(position, candidates, harvested)
+
+    def resolve(self, sequence: Sequence[int], final: bool) -> None:
+        self.all.resolve(sequence, final)
+        for stats in self.by_class.values():
+            stats.resolve(sequence, final)
+
+    def drop_pending(self) -> None:
+        self.all.drop_pending()
+        for stats in self.by_class.values():
+            stats.drop_pending()
+
+    def records(self, confidence: int, min_records: int) -> AcceptanceStats:
+        """The class's records once there are enough of them, else all records."""
+        stats = self.by_class.get(confidence)
+        return stats if stats is not None and len(stats) >= min_records else self.all
+
+
 class Planner:
     """Chooses each step's ``StepPlan`` from the latency curve and the acceptance records.
+
+    A batch of B rows shares one plan (one forward pass, one step layout), so the planner keeps
+    acceptance records per row (``row=`` of ``offer``/``resolve``) and one branch state, and plans
+    for the batch: predicted tokens are summed over the rows, the predicted time is that of B rows of
+    the step's tokens, ``latency(B * S)`` (on a compute-bound device a batch of B rows of S tokens
+    costs about what one row of B*S tokens does; an approximation, noted in the README).
 
     Args:
         latency: forward seconds vs tokens per step on this hardware.
@@ -207,17 +245,28 @@ class Planner:
         self.branch_retry = branch_retry
         self.margin = margin
         self.history = history
-        self.stats = AcceptanceStats(max(max_guess, 1), max(max_length, 1), history)  # all offers
-        self._by_class: dict[int, AcceptanceStats] = {}  # offers of each confidence class
+        self._rows = [_RowRecords(max(max_guess, 1), max(max_length, 1), history)]
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
 
-    def start(self) -> None:
-        """A new sequence begins: pending offers are dropped, the scored records are kept (they are
-        the best guess for the next sequence of the same model and pool until its own replace them)."""
-        self.stats.drop_pending()
-        for stats in self._by_class.values():
-            stats.drop_pending()
+    @property
+    def stats(self) -> AcceptanceStats:
+        """Row 0's records of all offers (the only row of an unbatched decode)."""
+        return self._rows[0].all
+
+    def start(self, rows: int = 1) -> None:
+        """New sequences begin, ``rows`` of them: pending offers are dropped, the scored records are
+        kept (they are the best guess for the next sequence of the same model and pool until its own
+        replace them); rows beyond the ones kept start as copies of row 0's records."""
+        del self._rows[rows:]
+        while len(self._rows) < rows:
+            self._rows.append(copy.deepcopy(self._rows[0]))
+        for records in self._rows:
+            records.drop_pending()
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows' records, in this order (rows that finished leave the batch)."""
+        self._rows = [self._rows[i] for i in rows]
 
     def offer(
         self,
@@ -225,58 +274,66 @@ class Planner:
         candidates: Sequence[Sequence[int]],
         harvested: Sequence[bool],
         confidence: int = 0,
+        row: int = 0,
     ) -> None:
-        """Note the pool's candidates at this step (see ``AcceptanceStats.offer``), in the overall
-        records and in those of their confidence class (``NGramPool.confidence``)."""
-        self.stats.offer(position, candidates, harvested)
-        if confidence not in self._by_class:
-            self._by_class[confidence] = AcceptanceStats(
-                self.stats.max_guess, self.stats.max_length, self.history
-            )
-        self._by_class[confidence].offer(position, candidates, harvested)
+        """Note the pool's candidates at this step of ``row`` (see ``AcceptanceStats.offer``), in the
+        overall records and in those of their confidence class (``NGramPool.confidence``)."""
+        self._rows[row].offer(position, candidates, harvested, confidence)
 
-    def resolve(self, sequence: Sequence[int], final: bool = False) -> None:
-        """Score the offers the committed ``sequence`` now covers."""
-        self.stats.resolve(sequence, final)
-        for stats in self._by_class.values():
-            stats.resolve(sequence, final)
-
-    def _records(self, confidence: int) -> AcceptanceStats:
-        """The class's records once there are enough of them, else all records."""
-        stats = self._by_class.get(confidence)
-        return stats if stats is not None and len(stats) >= self.min_records else self.stats
+    def resolve(self, sequence: Sequence[int], final: bool = False, row: int = 0) -> None:
+        """Score the offers of ``row`` that its committed ``sequence`` now covers."""
+        self._rows[row].resolve(sequence, final)
 
     def branch_gain(self, window: int | None = None) -> float:
-        """Extra accepted tokens per step credited to running a lookahead branch of ``window`` columns
-        (default: the size in use). Its value is amortised: the n-grams it harvests now are verified on
-        later steps, so it is credited even on a step without candidates. Measured, once the branch
-        has run ``branch_trial`` steps, as the records' acceptance at full G and N-1 with all
-        candidates minus that without the ones only the branch harvested; the prior before. Other
-        sizes scale by log2(1 + W) (the paper's compression grows about logarithmically in W)."""
+        """Extra accepted tokens per step, summed over the rows, credited to running a lookahead
+        branch of ``window`` columns (default: the size in use). Its value is amortised: the n-grams
+        it harvests now are verified on later steps, so it is credited even on a step without
+        candidates. Measured, once the branch has run ``branch_trial`` steps, as the records'
+        acceptance at full G and N-1 with all candidates minus that without the ones only the branch
+        harvested; the prior before. Other sizes scale by log2(1 + W) (the paper's compression grows
+        about logarithmically in W)."""
         window = self._current_window if window is None else window
         if self.window == 0 or window == 0:
             return 0.0
         scale = math.log2(1 + window)
-        if self._branch_steps >= self.branch_trial and len(self.stats) >= self.min_records:
-            g, cut = self.max_guess, self.max_length
-            measured = max(
-                0.0, self.stats.expected(g, cut) - self.stats.expected(g, cut, without_harvested=True)
-            )
-            return measured * scale / math.log2(1 + self._current_window)
-        return self.branch_prior * scale
+        total = 0.0
+        for records in self._rows:
+            stats = records.all
+            if self._branch_steps >= self.branch_trial and len(stats) >= self.min_records:
+                g, cut = self.max_guess, self.max_length
+                measured = max(0.0, stats.expected(g, cut) - stats.expected(g, cut, without_harvested=True))
+                total += measured * scale / math.log2(1 + self._current_window)
+            else:
+                total += self.branch_prior * scale
+        return total
 
-    def plan(self, available: int, confidence: int = 0, context: int | None = None) -> StepPlan:
-        """The best plan when the pool offers ``available`` candidates of class ``confidence``, with
-        ``context`` tokens in the cache (latency grows with it)."""
-        trusted = len(self.stats) >= self.min_records
-        records = self._records(confidence)
+    def plan(
+        self, available: int | Sequence[int], confidence: int | Sequence[int] = 0, context: int | None = None
+    ) -> StepPlan:
+        """The best plan when the pool offers ``available`` candidates of class ``confidence`` (one
+        value, or one per row of a batch), with ``context`` tokens in the cache (latency grows with
+        it). For a batch, ``guesses`` is the most any row verifies (each row verifies at most what
+        its pool offers) and the predicted tokens are the batch's."""
+        available = [available] if isinstance(available, int) else list(available)
+        if isinstance(confidence, int):
+            confidence = [confidence] * len(available)
+        if len(available) != len(self._rows) or len(confidence) != len(available):
+            raise ValueError(f"plan for {len(available)} rows, but the planner holds {len(self._rows)}")
+        rows = len(available)
+        trusted = [len(records.all) >= self.min_records for records in self._rows]
+        records = [r.records(c, self.min_records) for r, c in zip(self._rows, confidence, strict=True)]
         window_options = (0, *self.windows) if self.auto_window else (self.window,)
-        plain_rate = 1.0 / self.latency(1, context)
+        plain_seconds = self.latency(rows, context)
+        plain_rate = rows / plain_seconds
         if self.auto_window and self._idle_steps >= self.branch_retry:
             self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
         shapes = {  # (g, l) -> expected accepted tokens, the same whatever the branch does
-            (g, cut): records.expected(g, cut, without_harvested=True) if g and trusted else 0.0
-            for g, cut in self._candidate_shapes(available, trusted)
+            (g, cut): sum(
+                rec.expected(min(g, offered), cut, without_harvested=True)
+                for rec, offered, ok in zip(records, available, trusted, strict=True)
+                if ok and g and offered
+            )
+            for g, cut in self._candidate_shapes(max(available), any(trusted))
         }
         most_accepted = max(shapes.values())
         best_by_window: dict[int, StepPlan] = {}
@@ -284,14 +341,17 @@ class Planner:
         for window in window_options:
             extra = window * self.branch_levels
             gain = self.branch_gain(window)
-            if window and (1.0 + most_accepted + gain) / self.latency(1 + extra, context) <= best_rate:
+            if (
+                window
+                and (rows + most_accepted + gain) / self.latency(rows * (1 + extra), context) <= best_rate
+            ):
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
             for (g, cut), accepted in shapes.items():
-                seconds = self.latency(1 + g * cut + extra, context)
-                rate = (1.0 + accepted + gain) / seconds
+                seconds = self.latency(rows * (1 + g * cut + extra), context)
+                rate = (rows + accepted + gain) / seconds
                 if rate > top_rate:
-                    top, top_rate = (g, cut, 1.0 + accepted + gain, seconds), rate
+                    top, top_rate = (g, cut, rows + accepted + gain, seconds), rate
             best_by_window[window] = StepPlan(window > 0, top[0], top[1], top[2], top[3], window)
             best_rate = max(best_rate, top_rate)
         best = max(best_by_window.values(), key=lambda plan: plan.rate)
@@ -299,8 +359,8 @@ class Planner:
         if best.branch and staying is not None and best.window != self._current_window:
             if best.rate < staying.rate * self.switch_margin:  # resizing the window is not free
                 best = staying
-        plain = StepPlan(False, 0, self.max_length, 1.0, self.latency(1, context))
-        can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or available == 0)
+        plain = StepPlan(False, 0, self.max_length, float(rows), plain_seconds)
+        can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or max(available) == 0)
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain
         if best.branch:

@@ -122,24 +122,36 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
     available = {
         "hf_greedy": lambda: hf(),
         "hf_prompt_lookup": lambda: hf(prompt_lookup_num_tokens=prompt_lookup_tokens),
-        "plain_loop": lambda: decoder_method(
-            LookaheadDecoder(model, window=1, ngram=2, guess=0, proposer=AutoregressiveProposer())
-        ),
+        "plain_loop": lambda: decoder_method(plain_decoder(model)),
         "auto": lambda: decoder_method(LookaheadDecoder(model, latency=latency)),
     }
     unknown = sorted(set(names) - set(available))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {sorted(available)}")
     methods = {name: available[name]() for name in ("hf_greedy", "plain_loop", *names) if name}
-    for window, ngram, guess in configs:
-        if window == 0:  # no lookahead branch: verify pool n-grams only (the auto planner's CPU regime)
-            pool = default_pool(ngram, guess, auto=True)
-            proposer = AutoregressiveProposer(ngram=ngram)
-            decoder = LookaheadDecoder(model, 1, ngram, guess, proposer=proposer, pool=pool)
-        else:
-            decoder = LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
-        methods[f"lookahead W={window} N={ngram} G={guess}"] = decoder_method(decoder)
+    for config in configs:
+        methods[config_name(config)] = decoder_method(config_decoder(model, *config))
     return methods
+
+
+def plain_decoder(model) -> LookaheadDecoder:
+    """The library's plain loop: one token per step, no branch, no candidates."""
+    return LookaheadDecoder(model, window=1, ngram=2, guess=0, proposer=AutoregressiveProposer())
+
+
+def config_decoder(model, window: int, ngram: int, guess: int) -> LookaheadDecoder:
+    """A decoder at fixed W, N, G; W=0: no lookahead branch, verify pool n-grams only (the auto
+    planner's CPU regime, with auto's pool)."""
+    if window == 0:
+        pool = default_pool(ngram, guess, auto=True)
+        proposer = AutoregressiveProposer(ngram=ngram)
+        return LookaheadDecoder(model, 1, ngram, guess, proposer=proposer, pool=pool)
+    return LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
+
+
+def config_name(config: tuple[int, int, int]) -> str:
+    window, ngram, guess = config
+    return f"lookahead W={window} N={ngram} G={guess}"
 
 
 def run(methods: dict, prompts: list[torch.Tensor], label: str = "") -> dict[str, MethodStats]:

@@ -52,6 +52,15 @@ class GrowingLayer(DynamicLayer):
             buffer[..., :length, :] = old[..., :length, :]
         return buffer
 
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the batch rows ``indices`` (rows of a batched decode that finished leave)."""
+        if self.is_initialized and self._key_buffer is not None:
+            length = self.get_seq_length()
+            self._key_buffer = self._key_buffer[indices]
+            self._value_buffer = self._value_buffer[indices]
+            self.keys = self._key_buffer[..., :length, :]
+            self.values = self._value_buffer[..., :length, :]
+
     def reset(self) -> None:
         self._key_buffer = self._value_buffer = None
         super().reset()
@@ -94,3 +103,32 @@ def commit(cache: DynamicCache, prefix_len: int, step_len: int, keep: list[int])
             layer.values[:, :, target] = layer.values[:, :, source]
         if drop:
             layer.crop(-drop)
+
+
+def commit_rows(cache: DynamicCache, prefix_len: int, step_len: int, keep: torch.Tensor) -> None:
+    """The batched ``commit``: row b keeps step rows ``keep[b]`` right after the prefix.
+
+    Args:
+        cache: holds ``prefix_len + step_len`` positions per row, the last ``step_len`` from this step.
+        prefix_len: P, slots before this step (the same for every row: a batch cache is one tensor).
+        step_len: S, tokens fed this step.
+        keep: LongTensor [B, M] of step rows per batch row, each row starting with 0; a row that keeps
+            fewer than M repeats a row to fill up (the caller marks those slots invalid in its mask).
+            Afterwards the cache holds ``P + M`` slots per row.
+    """
+    rows, width = keep.shape
+    in_place = bool((keep == torch.arange(width, device=keep.device)).all())
+    for layer in cache.layers:
+        if not isinstance(layer, DynamicLayer) or layer.is_sliding:
+            raise TypeError(f"lookahead cache layers must be full DynamicLayer, got {type(layer).__name__}")
+        if not layer.is_initialized:
+            continue
+        if not in_place:
+            for states in (layer.keys, layer.values):
+                block = states[:, :, prefix_len : prefix_len + step_len]
+                index = keep.to(states.device)[:, None, :, None].expand(
+                    rows, states.shape[1], width, states.shape[3]
+                )
+                states[:, :, prefix_len : prefix_len + width] = block.gather(2, index)
+        if step_len > width:
+            layer.crop(-(step_len - width))

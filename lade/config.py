@@ -46,6 +46,7 @@ class LadeSchema:
     guess: Any = 7
     lookahead: LookaheadSchema = field(default_factory=LookaheadSchema)
     max_new_tokens: int = 128
+    batch_size: int = 1
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -107,6 +108,7 @@ def validate(cfg: DictConfig) -> Components:
     _size("ngram", cfg.lookahead.ngram, 2)
     _size("guess", cfg.lookahead.guess, 0)
     _at_least("max_new_tokens", cfg.max_new_tokens, 0)
+    _at_least("batch_size", cfg.get("batch_size", 1), 1)
     sized = with_auto_maxima(cfg)
     if cfg.model.get("_target_") == "lade.model.load_model":
         try:

@@ -169,3 +169,28 @@ def encode(prompt: Prompt, tokenizer, chat_template: bool | str = "auto") -> tor
         )["input_ids"]
         return ids
     return tokenizer(prompt.text, return_tensors="pt").input_ids
+
+
+def left_pad(prompts: list[torch.Tensor], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts [1, T_i] -> ``(input_ids, attention_mask)`` [B, max T_i], padded on the left (as
+    ``generate`` and ``LookaheadDecoder.generate`` expect a batch)."""
+    width = max(p.shape[-1] for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros(len(prompts), width, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - p.shape[-1] :] = p.reshape(-1)
+        mask[b, width - p.shape[-1] :] = 1
+    return ids, mask
+
+
+def row_outputs(sequences: torch.Tensor, prompt_width: int, eos, max_new_tokens: int) -> list[list[int]]:
+    """Each row's new tokens of a batched ``generate`` output [B, T + new], up to and including its
+    first EOS (what follows it is padding)."""
+    rows = []
+    for row in sequences[:, prompt_width : prompt_width + max_new_tokens].tolist():
+        for i, token in enumerate(row):
+            if token in eos:
+                row = row[: i + 1]
+                break
+        rows.append(row)
+    return rows

@@ -19,6 +19,7 @@ import torch
 
 from lade.attention import MaskPlan, context_length
 from lade.autotune import AUTO, Planner, StepPlan, is_auto
+from lade.batch import decode_batch
 from lade.cache import commit, new_cache
 from lade.calibration import (
     DEFAULT_SIZES,
@@ -111,6 +112,9 @@ class LookaheadDecoder:
         latency: forward latency vs tokens per step (``lade.calibration.LatencyModel``) for the auto
             choices; default: measured on first use and cached per model, dtype and device.
         calibration_dir: where measured latencies are cached (default ``~/.cache/lade/calibration``).
+        shared_pool: in a batch, all rows read and fill one pool (``pool``) instead of a copy each
+            (n-grams found for one prompt serve the others; pools that follow one sequence, such as
+            prompt lookup, cannot be shared).
 
     The auto choices are made step by step by ``lade.autotune.Planner`` from the latency curve and the
     pool's counterfactual acceptance; they never change the output, only its speed.
@@ -130,6 +134,7 @@ class LookaheadDecoder:
         lean_logits: bool = True,
         latency: LatencyModel | None = None,
         calibration_dir: str | None = None,
+        shared_pool: bool = False,
     ):
         self.auto_window, self.auto_ngram, self.auto_guess = (is_auto(v) for v in (window, ngram, guess))
         if self.auto_window and proposer is not None:
@@ -160,6 +165,7 @@ class LookaheadDecoder:
         self.latency = latency
         self.calibration_dir = calibration_dir
         self._planner_state: Planner | None = None
+        self.shared_pool = shared_pool
 
     @property
     def is_auto(self) -> bool:
@@ -189,6 +195,8 @@ class LookaheadDecoder:
         self,
         input_ids: torch.Tensor,
         max_new_tokens: int = 128,
+        attention_mask: torch.Tensor | None = None,
+        pad_token_id: int | None = None,
         eos_token_id: int | Iterable[int] | None = None,
         streamer: Streamer | None = None,
         generator: torch.Generator | None = None,
@@ -204,12 +212,18 @@ class LookaheadDecoder:
         """Decode up to ``max_new_tokens`` tokens after ``input_ids``, exactly as ``model.generate``.
 
         Args:
-            input_ids: LongTensor [1, T] (or [T]), T >= 1.
-            max_new_tokens: upper bound on generated tokens (>= 0; 0 returns the prompt).
+            input_ids: LongTensor [B, T] (or [T]), T >= 1: B prompts, left-padded as for
+                ``model.generate``. B > 1 decodes the rows together, one forward pass per step for
+                the batch (``lade.batch``), each row exactly as it would be decoded alone.
+            max_new_tokens: upper bound on generated tokens per row (>= 0; 0 returns the prompts).
+            attention_mask: [B, T] of 1 (token) and 0 (left padding); default: no padding.
+            pad_token_id: fills the rows that finished before the longest one (default: the model's
+                ``generation_config.pad_token_id``, else its first EOS id, else 0), as ``generate``.
             eos_token_id: id or ids that end generation (the first one generated is kept and nothing
                 after it); default: the model's ``generation_config.eos_token_id``.
             streamer: called with the tokens committed by each step, in order; an object with
                 ``put``/``end`` methods (a transformers ``BaseStreamer``) is driven like ``generate`` does.
+                Batches (B > 1) cannot be streamed.
             generator: drives every random choice of this call (window initialisation, sampling);
                 seed it to repeat a run exactly.
             do_sample, temperature, top_k, top_p, min_p, repetition_penalty, logits_processor,
@@ -219,17 +233,22 @@ class LookaheadDecoder:
                 without, the decoder's own verifier.
 
         Returns:
-            ``GenerationResult`` with ``sequences`` LongTensor [1, T + new] and ``metrics``.
+            ``GenerationResult`` with ``sequences`` LongTensor [B, T + new] (new = the longest row's
+            output; shorter rows padded with ``pad_token_id``), ``metrics`` (the whole call) and
+            ``row_metrics`` (each row's).
         """
         started = time.perf_counter()
-        prompt = self._check_input_ids(input_ids)
+        ids, valid = self._check_input_ids(input_ids, attention_mask)
         max_new_tokens = _positive_int("max_new_tokens", max_new_tokens, 0)
         eos = self._check_eos(eos_token_id)
-        if self.context_length is not None and prompt.shape[0] + max_new_tokens > self.context_length:
+        longest = int(valid.sum(dim=1).max())
+        if self.context_length is not None and longest + max_new_tokens > self.context_length:
             raise ValueError(
-                f"prompt length {prompt.shape[0]} + max_new_tokens {max_new_tokens} exceeds the model's "
+                f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds the model's "
                 f"context length {self.context_length}"
             )
+        if ids.shape[0] > 1 and streamer is not None:
+            raise ValueError("a streamer takes one sequence; batches (B > 1) cannot be streamed")
         controls = {
             "temperature": temperature,
             "top_k": top_k,
@@ -241,6 +260,11 @@ class LookaheadDecoder:
         }
         verifier = self._verifier_for_call(generator, do_sample, controls)
         metrics = DecodingMetrics()
+        if ids.shape[0] > 1:
+            return self._generate_batch(
+                ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad_token_id, started
+            )
+        prompt = ids[0, valid[0]]
         if hasattr(streamer, "put"):
             streamer.put(prompt[None].cpu())
         generated: list[int] = []
@@ -250,8 +274,55 @@ class LookaheadDecoder:
             streamer.end()
         new = torch.tensor(generated, dtype=prompt.dtype, device=prompt.device)
         metrics.new_tokens = len(generated)
+        metrics.forward_passes = metrics.steps
         metrics.total_s = time.perf_counter() - started
-        return GenerationResult(sequences=torch.cat([prompt, new])[None], metrics=metrics)
+        return GenerationResult(
+            sequences=torch.cat([ids[0], new])[None], metrics=metrics, row_metrics=[metrics]
+        )
+
+    def _generate_batch(
+        self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad_token_id, started
+    ) -> GenerationResult:
+        """B > 1: decode the rows together (``lade.batch``); pad the output like ``generate``."""
+        pad = self._pad_id(pad_token_id, eos)
+        rows = []
+        if max_new_tokens > 0:
+            rows = decode_batch(
+                self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, self.shared_pool
+            )
+        longest = max((len(row.generated) for row in rows), default=0)
+        sequences = ids.new_full((ids.shape[0], ids.shape[1] + longest), pad)
+        sequences[:, : ids.shape[1]] = ids
+        row_metrics = []
+        for row in rows:
+            sequences[row.index, ids.shape[1] : ids.shape[1] + len(row.generated)] = torch.tensor(
+                row.generated
+            )
+            m = row.metrics
+            m.new_tokens = len(row.generated)
+            m.forward_passes = m.steps
+            row_metrics.append(m)
+            metrics.new_tokens += m.new_tokens
+            metrics.steps += m.steps
+            metrics.branch_steps += m.branch_steps
+            metrics.accepted_histogram.update(m.accepted_histogram)
+            metrics.tokens_per_step += m.tokens_per_step
+            metrics.step_sizes += m.step_sizes
+        metrics.total_s = time.perf_counter() - started
+        for m in row_metrics:
+            m.total_s = metrics.total_s
+        return GenerationResult(sequences=sequences, metrics=metrics, row_metrics=row_metrics)
+
+    def _pad_id(self, pad_token_id: int | None, eos: frozenset[int]) -> int:
+        if pad_token_id is None:
+            pad_token_id = getattr(getattr(self.model, "generation_config", None), "pad_token_id", None)
+        if pad_token_id is None:
+            pad_token_id = min(eos) if eos else 0
+        if isinstance(pad_token_id, (list, tuple)):
+            pad_token_id = pad_token_id[0]
+        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0:
+            raise ValueError(f"pad_token_id must be a non-negative integer, got {pad_token_id!r}")
+        return pad_token_id
 
     # ------------------------------------------------------------------ the loop
 
@@ -389,15 +460,17 @@ class LookaheadDecoder:
             latency = replace(curve, longer=latency)
         return latency
 
-    def _planner(self) -> Planner:
-        """The decoder's planner, made on first use; its acceptance records carry over from call to
-        call (a sliding window: a new text replaces them within ``history`` steps)."""
+    def _planner(self, proposer: Proposer | None = None) -> Planner:
+        """The decoder's planner, made on first use (``proposer``: a started one like the decoder's,
+        default the decoder's own); its acceptance records carry over from call to call (a sliding
+        window: a new text replaces them within ``history`` steps)."""
         if self._planner_state is not None:
             self._planner_state.start()
             return self._planner_state
         if self.latency is None:
             self.calibrate()
-        window = self.window if self.proposer.lookahead_branch().num_levels else 0
+        proposer = self.proposer if proposer is None else proposer
+        window = self.window if proposer.lookahead_branch().num_levels else 0
         sizes = AUTO_WINDOWS if self.auto_window and self.proposer.resizable else (window,)
         self._planner_state = Planner(
             self.latency,
@@ -523,26 +596,41 @@ class LookaheadDecoder:
             layout.tree_mask.to(device),
         )
 
-    def _check_input_ids(self, input_ids) -> torch.Tensor:
+    def _check_input_ids(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated ``(ids, valid)``: LongTensor [B, T] on the input device and BoolTensor [B, T]
+        (False at left padding)."""
         if not isinstance(input_ids, torch.Tensor):
             raise ValueError(
-                f"input_ids must be a LongTensor of shape [1, T], got {type(input_ids).__name__}"
+                f"input_ids must be a LongTensor of shape [B, T], got {type(input_ids).__name__}"
             )
         if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
             raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
-        if input_ids.dim() == 2:
-            if input_ids.shape[0] != 1:
-                raise ValueError(
-                    f"input_ids has batch size {input_ids.shape[0]}; only batch size 1 is supported for now"
-                )
-            input_ids = input_ids[0]
-        elif input_ids.dim() != 1:
-            raise ValueError(f"input_ids must have shape [1, T], got {tuple(input_ids.shape)}")
+        if input_ids.dim() == 1:
+            input_ids = input_ids[None]
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape [B, T], got {tuple(input_ids.shape)}")
         if input_ids.numel() == 0:
-            raise ValueError("input_ids is empty: at least one prompt token is needed")
+            raise ValueError("input_ids is empty: at least one prompt token per row is needed")
         if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.vocab_size:
             raise ValueError(f"input_ids holds ids outside the vocabulary [0, {self.vocab_size})")
-        return input_ids.to(device=self._input_device(), dtype=torch.long)
+        device = self._input_device()
+        if attention_mask is None:
+            valid = torch.ones(input_ids.shape, dtype=torch.bool, device=device)
+        else:
+            if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
+                shape = tuple(getattr(attention_mask, "shape", ()))
+                raise ValueError(
+                    f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, got {shape}"
+                )
+            if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+                raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
+            valid = attention_mask.to(device=device, dtype=torch.bool)
+            if not bool(valid[:, -1].all()) or bool((valid[:, 1:].long() < valid[:, :-1].long()).any()):
+                raise ValueError(
+                    "attention_mask must describe left padding (zeros, then ones up to the last column, as "
+                    "HF generate expects): pad on the left (tokenizer.padding_side = 'left')"
+                )
+        return input_ids.to(device=device, dtype=torch.long), valid
 
     def _check_eos(self, eos_token_id) -> frozenset[int]:
         if eos_token_id is None:

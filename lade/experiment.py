@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from lade.config import Components
-from lade.data import encode
+from lade.data import encode, left_pad, row_outputs
 from lade.decoding import LookaheadDecoder
 from lade.types import STEP_STAGES
 
@@ -32,7 +32,8 @@ class HFBaseline:
         self.eos = eos_token_id
         self.sampling = sampling
 
-    def __call__(self, input_ids: torch.Tensor, max_new_tokens: int) -> list[int]:
+    def __call__(self, input_ids: torch.Tensor, max_new_tokens: int, attention_mask=None) -> list[list[int]]:
+        """New tokens of each row of ``input_ids`` [B, T] (left-padded per ``attention_mask``)."""
         controls = (
             {"do_sample": True, **self.sampling}
             if self.sampling is not None
@@ -40,13 +41,19 @@ class HFBaseline:
         )
         out = self.model.generate(
             input_ids,
-            attention_mask=torch.ones_like(input_ids),
+            attention_mask=torch.ones_like(input_ids) if attention_mask is None else attention_mask,
             max_new_tokens=max_new_tokens,
             eos_token_id=self.eos,
-            pad_token_id=self.eos[0] if self.eos else 0,
+            pad_token_id=pad_id(self.model, self.eos),
             **controls,
         )
-        return out[0, input_ids.shape[1] :].tolist()
+        return row_outputs(out, input_ids.shape[1], self.eos, max_new_tokens)
+
+
+def pad_id(model, eos: list[int]) -> int:
+    """The id that pads batches: the model's pad token, else its first EOS id, else 0."""
+    pad = getattr(model.generation_config, "pad_token_id", None)
+    return pad if pad is not None else eos[0] if eos else 0
 
 
 def sampling_controls(cfg: DictConfig) -> dict | None:
@@ -81,6 +88,7 @@ def describe(cfg: DictConfig) -> dict:
         "ngram": cfg.lookahead.ngram,
         "guess": cfg.lookahead.guess,
         "max_new_tokens": cfg.max_new_tokens,
+        "batch_size": cfg.get("batch_size", 1),
         "seed": cfg.seed,
         **{name: value for name, value in (sampling_controls(cfg) or {}).items()},
     }
@@ -103,6 +111,15 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     baseline = HFBaseline(model, eos, sampling)
     encoded = [encode(prompt, tokenizer, components.chat_template) for prompt in components.prompts]
 
+    batch_size = cfg.get("batch_size", 1)
+    pad = pad_id(model, eos)
+
+    def lookahead(ids, mask):
+        result = decoder.generate(
+            ids, cfg.max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
+        )
+        return row_outputs(result.sequences, ids.shape[1], eos, cfg.max_new_tokens), result
+
     # Warm-up: the first calls pay for lazy initialisation and allocator growth.
     baseline(encoded[0], WARMUP_TOKENS)
     decoder.generate(encoded[0], WARMUP_TOKENS, eos_token_id=eos)
@@ -110,56 +127,57 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     prompt_rows, step_rows = [], []
     histogram: dict[int, int] = {}
     time_split = dict.fromkeys(STEP_STAGES, 0.0)
-    for index, (prompt, ids) in enumerate(
-        tqdm(
-            list(zip(components.prompts, encoded, strict=True)),
-            desc=desc,
-            disable=not progress,
-            position=1,
-            leave=False,
-        )
-    ):
+    # batches of `batch_size` consecutive prompts (left-padded); each prompt is one row of the results
+    batches = [list(range(i, min(i + batch_size, len(encoded)))) for i in range(0, len(encoded), batch_size)]
+    for index, members in enumerate(tqdm(batches, desc=desc, disable=not progress, position=1, leave=False)):
+        ids, mask = left_pad([encoded[i] for i in members], pad)
         runs = {}
         for method in ("baseline", "lookahead") if index % 2 == 0 else ("lookahead", "baseline"):
             started = time.perf_counter()
             if method == "baseline":
-                runs[method] = baseline(ids, cfg.max_new_tokens)
+                runs[method] = baseline(ids, cfg.max_new_tokens, mask)
             else:
-                result = decoder.generate(ids, cfg.max_new_tokens, eos_token_id=eos)
-                runs[method] = result.sequences[0, ids.shape[1] :].tolist()
+                runs[method], result = lookahead(ids, mask)
             runs[method + "_s"] = time.perf_counter() - started
-        m = result.metrics
-        prompt_rows.append(
-            {
-                "prompt": index,
-                "prompt_id": prompt.id,
-                "category": prompt.category,
-                "prompt_tokens": ids.shape[1],
-                "new_tokens": m.new_tokens,
-                "steps": m.steps,
-                "compression": m.compression_ratio,
-                "seconds": runs["lookahead_s"],
-                "baseline_seconds": runs["baseline_s"],
-                "tokens_per_s": m.new_tokens / runs["lookahead_s"],
-                "baseline_new_tokens": len(runs["baseline"]),
-                "baseline_tokens_per_s": len(runs["baseline"]) / runs["baseline_s"],
-                # throughput ratio: the time ratio when both produced the same tokens
-                "speedup": (m.new_tokens / runs["lookahead_s"])
-                / (len(runs["baseline"]) / runs["baseline_s"]),
-                # sampled outputs differ by design; their check is the distribution test in tests/
-                "identical": runs["lookahead"] == runs["baseline"] if sampling is None else None,
-                "overhead_fraction": m.overhead_fraction,
-                "step_tokens_mean": sum(m.step_sizes) / max(m.steps, 1),
-                "branch_fraction": m.branch_steps / max(m.steps, 1),
-            }
+        # the batch's throughput ratio (the time ratio when both produced the same tokens)
+        batch_speedup = (sum(map(len, runs["lookahead"])) / runs["lookahead_s"]) / (
+            sum(map(len, runs["baseline"])) / runs["baseline_s"]
         )
-        step_rows += [
-            {"prompt": index, "step": step, "tokens": tokens, "seconds": seconds}
-            for step, (tokens, seconds) in enumerate(zip(m.tokens_per_step, m.step_times_s, strict=True))
-        ]
-        for accepted, count in m.accepted_histogram.items():
-            histogram[accepted] = histogram.get(accepted, 0) + count
-        for stage, seconds in m.time_s.items():
+        for row, prompt_index in enumerate(members):
+            m = result.row_metrics[row]
+            share = 1 / len(members)  # each row is charged an equal share of the batch's time
+            prompt_rows.append(
+                {
+                    "prompt": prompt_index,
+                    "prompt_id": components.prompts[prompt_index].id,
+                    "category": components.prompts[prompt_index].category,
+                    "batch": index,
+                    "prompt_tokens": encoded[prompt_index].shape[1],
+                    "new_tokens": m.new_tokens,
+                    "steps": m.steps,
+                    "compression": m.compression_ratio,
+                    "seconds": runs["lookahead_s"] * share,
+                    "baseline_seconds": runs["baseline_s"] * share,
+                    "tokens_per_s": m.new_tokens / (runs["lookahead_s"] * share),
+                    "baseline_new_tokens": len(runs["baseline"][row]),
+                    "baseline_tokens_per_s": len(runs["baseline"][row]) / (runs["baseline_s"] * share),
+                    "speedup": batch_speedup,
+                    # sampled outputs differ by design; their check is the distribution test in tests/
+                    "identical": runs["lookahead"][row] == runs["baseline"][row]
+                    if sampling is None
+                    else None,
+                    "overhead_fraction": result.metrics.overhead_fraction,
+                    "step_tokens_mean": sum(m.step_sizes) / max(m.steps, 1),
+                    "branch_fraction": m.branch_steps / max(m.steps, 1),
+                }
+            )
+            step_rows += [
+                {"prompt": prompt_index, "step": step, "tokens": tokens, "seconds": seconds}
+                for step, (tokens, seconds) in enumerate(zip(m.tokens_per_step, m.step_times_s, strict=True))
+            ]
+            for accepted, count in m.accepted_histogram.items():
+                histogram[accepted] = histogram.get(accepted, 0) + count
+        for stage, seconds in result.metrics.time_s.items():
             time_split[stage] += seconds
 
     def total(key):
@@ -167,6 +185,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
 
     metrics = {
         "prompts": len(prompt_rows),
+        "batch_size": batch_size,
         "new_tokens": total("new_tokens"),
         "steps": total("steps"),
         "compression": total("new_tokens") / max(total("steps"), 1),
@@ -174,7 +193,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
         "baseline_tokens_per_s": total("baseline_new_tokens") / total("baseline_seconds"),
         "speedup": (total("new_tokens") / total("seconds"))
         / (total("baseline_new_tokens") / total("baseline_seconds")),
-        "speedup_median": statistics.median(row["speedup"] for row in prompt_rows),
+        "speedup_median": statistics.median({r["batch"]: r["speedup"] for r in prompt_rows}.values()),
         "identical": int(total("identical")) if sampling is None else None,
         "overhead_fraction": 1 - time_split["forward"] / max(sum(time_split.values()), 1e-12),
         # tokens fed per step and the share of steps that ran the lookahead branch (both vary with auto)

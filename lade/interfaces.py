@@ -95,6 +95,12 @@ class NGramPool(ABC):
     def start(self, prompt: Sequence[int]) -> None:  # noqa: B027
         """A ``generate`` call begins with ``prompt`` (token ids)."""
 
+    def join(self, prompt: Sequence[int]) -> None:
+        """Another sequence of a batch starts sharing this pool (``shared_pool=True``): take its
+        prompt in as ``start`` would, keeping what the pool holds. Pools that follow one sequence
+        (prompt lookup) cannot be shared; the default refuses."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be shared between the rows of a batch")
+
     def observe(self, sequence: Sequence[int], new_tokens: int) -> None:  # noqa: B027
         """A step committed the last ``new_tokens`` tokens of ``sequence`` (prompt + output so far)."""
 

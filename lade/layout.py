@@ -132,6 +132,36 @@ def visibility(
     return visible
 
 
+def batch_visibility(
+    tree_mask: torch.Tensor,
+    key_valid: torch.Tensor,
+    key_positions: torch.Tensor,
+    positions: torch.Tensor,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """``visibility`` for a batch whose cache rows have holes (``lade.batch``).
+
+    Args:
+        tree_mask: BoolTensor [S, S] from a ``StepLayout`` (the same tree in every row).
+        key_valid: BoolTensor [B, P], whether cache slot k of row b holds one of the row's tokens
+            (padding and the slots of other rows' longer acceptances do not).
+        key_positions: LongTensor [B, P], the position of the token in each valid slot.
+        positions: LongTensor [B, S], absolute positions of the step's tokens in each row.
+        sliding_window: as in ``visibility``.
+
+    Returns:
+        BoolTensor [B, S, P + S], True where attention is allowed.
+    """
+    rows, size = positions.shape
+    prefix = key_valid[:, None, :].expand(rows, size, key_valid.shape[1])
+    block = tree_mask[None].expand(rows, size, size)
+    if sliding_window is not None:
+        earliest = positions[:, :, None] - sliding_window
+        prefix = prefix & (key_positions[:, None, :] > earliest)
+        block = block & (positions[:, None, :] > earliest)
+    return torch.cat([prefix, block], dim=2)
+
+
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """4D additive float mask [1, 1, S, K]: 0 where visible, the dtype's minimum elsewhere.
 

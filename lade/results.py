@@ -97,6 +97,7 @@ VARYING_COLUMNS = (
     "selection",
     "model",
     "max_new_tokens",
+    "batch_size",
     "seed",
     "temperature",
     "top_k",

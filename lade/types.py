@@ -60,24 +60,26 @@ STEP_STAGES = ("pool", "propose", "mask", "forward", "verify", "update", "commit
 class DecodingMetrics:
     """Counters and timings of one ``generate`` call.
 
-    ``steps`` counts decoding forward passes after the prefill; ``compression_ratio`` is
-    ``new_tokens / steps`` (1.0 for plain autoregressive decoding). ``accepted_histogram[k]`` is the
-    number of steps that committed ``k`` tokens (1..N). ``time_s`` splits the wall time of the decoding
-    steps into ``propose`` (branch, candidates, layout and mask), ``forward`` (the model call),
-    ``verify`` and ``update`` (proposer update, pool insertions, cache commit); ``prefill_s`` and
-    ``total_s`` are wall times of the prefill and of the whole call.
+    ``steps`` counts decoding steps after the prefill (in a batch: steps of each row, summed over
+    the rows, while ``forward_passes`` counts the batch's forward passes; they are equal for one
+    sequence); ``compression_ratio`` is ``new_tokens / steps`` (1.0 for plain autoregressive decoding).
+    ``accepted_histogram[k]`` is the number of steps that committed ``k`` tokens (1..N). ``time_s``
+    splits the wall time of the decoding steps into stages (``STEP_STAGES``: pool lookup, propose,
+    mask, forward, verify, update, cache commit); ``prefill_s`` and ``total_s`` are wall times of the
+    prefill and of the whole call.
     """
 
     new_tokens: int = 0
     steps: int = 0
+    forward_passes: int = 0
     prefill_s: float = 0.0
     total_s: float = 0.0
     accepted_histogram: Counter = field(default_factory=Counter)
     time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STEP_STAGES, 0.0))
     tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
-    step_sizes: list[int] = field(default_factory=list)  # [steps] tokens fed to the model at each step
+    step_sizes: list[int] = field(default_factory=list)  # [steps] tokens fed per row at each step
     branch_steps: int = 0
-    step_times_s: list[float] = field(default_factory=list)  # [steps] wall time of each step
+    step_times_s: list[float] = field(default_factory=list)  # [forward_passes] wall time of each step
 
     @property
     def compression_ratio(self) -> float:
@@ -98,5 +100,6 @@ class DecodingMetrics:
 class GenerationResult:
     """Output of ``LookaheadDecoder.generate``."""
 
-    sequences: torch.Tensor  # [1, T + new_tokens] prompt followed by the generated tokens
-    metrics: DecodingMetrics
+    sequences: torch.Tensor  # [B, T + new] prompts (as given, padding kept) and generated tokens
+    metrics: DecodingMetrics  # the whole call (in a batch: summed over the rows)
+    row_metrics: list[DecodingMetrics] = field(default_factory=list)  # [B] each row's own

@@ -105,6 +105,10 @@ class BucketedNGramPool(NGramPool):
         if self.seed_prompt:
             self._add_ngrams_ending(prompt, range(self.ngram - 1, len(prompt)))
 
+    def join(self, prompt: Sequence[int]) -> None:
+        if self.seed_prompt:
+            self._add_ngrams_ending(prompt, range(self.ngram - 1, len(prompt)))
+
     def observe(self, sequence: Sequence[int], new_tokens: int) -> None:
         if self.seed_output:
             self._add_ngrams_ending(

@@ -160,6 +160,7 @@ def test_bad_types_and_unknown_options_fail_at_compose(overrides, error):
         (["ngram=1"], "ngram must be >= 2"),
         (["guess=-1"], "guess must be >= 0"),
         (["max_new_tokens=-5"], "max_new_tokens"),
+        (["batch_size=0"], "batch_size must be >= 1"),
         (["model.name_or_path=nope"], "Unknown model 'nope'"),
         (["data=spec_bench", "data.path=/nonexistent/question.jsonl"], "/nonexistent/question.jsonl"),
         (["data=spec_bench", "data.category=poetry"], "poetry"),

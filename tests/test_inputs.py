@@ -32,7 +32,6 @@ def test_bad_wng(model, kwargs, name):
         (torch.zeros(1, 0, dtype=torch.long), "empty"),
         (torch.zeros(1, 3), "integer"),
         ([[1, 2, 3]], "LongTensor"),
-        (torch.zeros(2, 3, dtype=torch.long), "batch size"),
         (torch.zeros(1, 1, 3, dtype=torch.long), "shape"),
         (torch.tensor([[1, 500]]), "vocabulary"),
     ],

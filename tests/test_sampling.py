@@ -166,13 +166,50 @@ def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng):
         counts[key] = counts.get(key, 0) + 1
         multi += any(n > 1 for n in result.metrics.tokens_per_step)
     assert multi > 100  # candidates were accepted often: the test exercises the speculative path
-    # pool the rare cells so every expected count is >= 5
+    assert pooled_chi_square_p(counts, expected) > 1e-3
+
+
+def pooled_chi_square_p(counts: dict, expected: dict) -> float:
+    """Chi-square p-value of observed sequence counts against exact probabilities, the rare cells
+    pooled so every expected count is >= 5."""
     total = sum(counts.values())
     frequent = {k for k, v in expected.items() if v * total >= 5}
     observed = {k: v for k, v in counts.items() if k in frequent}
     observed["rest"] = total - sum(observed.values())
     wanted = {k: expected[k] for k in frequent} | {"rest": 1.0 - sum(expected[k] for k in frequent)}
-    assert chi_square_p(observed, wanted) > 1e-3
+    return chi_square_p(observed, wanted)
+
+
+@pytest.mark.parametrize("shared_pool", (False, True))
+def test_batched_sampling_rows_match_plain_sampling(small_model, shared_pool):
+    """Each row of a left-padded batch samples exactly from its own prompt's distribution."""
+    prompts = [[3, 7, 5, 3, 7, 5, 3, 7, 5, 3, 7], [4, 9, 4, 9, 4]]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    settings = {"temperature": 0.8}
+    expected = [exact_first_tokens(small_model, torch.tensor([p]), settings) for p in prompts]
+    pool = BucketedNGramPool(4, capacity=4, seed_prompt=True, seed_output=True)
+    decoder = LookaheadDecoder(small_model, 4, 4, 4, pool=pool, shared_pool=shared_pool)
+    generator = torch.Generator().manual_seed(7)
+    counts, multi = [{}, {}], 0
+    for _ in range(1500):
+        result = decoder.generate(
+            ids,
+            max_new_tokens=3,
+            attention_mask=mask,
+            eos_token_id=[],
+            do_sample=True,
+            generator=generator,
+            **settings,
+        )
+        for b in range(2):
+            key = tuple(result.sequences[b, width:].tolist())
+            counts[b][key] = counts[b].get(key, 0) + 1
+        multi += sum(n > 1 for n in result.metrics.tokens_per_step)
+    assert multi > 50  # steps that accepted a candidate: the speculative path ran in the batch
+    for b in range(2):
+        assert pooled_chi_square_p(counts[b], expected[b]) > 1e-3, b
 
 
 def test_seeded_sampling_runs_repeat_exactly(small_model):

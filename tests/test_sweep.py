@@ -102,3 +102,15 @@ def test_auto_and_fixed_sizes_sweep_side_by_side(tmp_path):
     assert sorted(map(str, frame["window"])) == ["3", "auto"]
     assert (frame["identical"] == frame["prompts"]).all()
     assert {"step_tokens_mean", "branch_fraction"} <= set(frame.columns)
+
+
+def test_batch_size_sweeps_from_hydra(tmp_path):
+    result = sweep(tmp_path, "logger=none", "batch_size=1,3", "data.limit=5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    frame = load_sweep(tmp_path)
+    assert sorted(frame["batch_size"]) == [1, 3]
+    assert (frame["identical"] == frame["prompts"]).all()  # every row equals HF batched greedy
+    assert (frame["prompts"] == 5).all()
+    rows = load_prompts(tmp_path)
+    batched = rows[rows["batch_size"] == 3]
+    assert sorted(batched["batch"].unique()) == [0, 1]  # 3 + 2 prompts

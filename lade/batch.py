@@ -1,0 +1,299 @@
+"""Batched lookahead decoding: B prompts, one forward pass per step, every row lossless.
+
+Each row keeps its own proposer (its own lookahead window), its own pool (or one shared pool), its
+own candidates and its own accepted length; the batch shares one step layout per forward pass
+(``lade.layout``): the lookahead branch and the candidate count and length are the same for every
+row, and a row with fewer candidates than the step verifies is filled up with filler candidates whose
+logits are never read (so they cannot change what the row commits).
+
+Ragged acceptance: "holes" in one batch cache. The cache is one tensor [B, H, slots, D], so every
+row has the same number of slots. After a step, row b keeps the keys/values of its k_b accepted
+tokens (the last token and the accepted candidate tokens), gathered into the first k_b of
+M = max_b k_b new slots; its other M - k_b slots are holes, marked invalid in that row's part of the
+4D mask (``batch_visibility``), and each valid slot records its token's position (for
+sliding-window layers). So nothing is recomputed and nothing is shifted; the price is that the
+attention reads the holes too (masked), at most N-1 slots per step per row. The alternatives cost
+more: re-feeding the rejected part of the longer rows recomputes tokens; padding every row's
+acceptance to the shortest throws accepted tokens away; moving each row's cache to its own length
+means a copy of the whole cache per step. Left padding of the prompts is handled the same way: pad
+slots are invalid keys, and positions count real tokens only (as HF's ``generate`` does).
+
+Rows that finish (EOS or ``max_new_tokens``) leave the batch: their cache rows are dropped, so later
+steps feed only the rows still decoding.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from lade.autotune import StepPlan
+from lade.cache import commit_rows, new_cache
+from lade.interfaces import NGramPool, Proposer, Verifier
+from lade.layout import additive_mask, batch_visibility
+from lade.types import Candidates, DecodingMetrics
+
+
+@dataclass
+class _Row:
+    """The state of one sequence of the batch."""
+
+    index: int  # row in the caller's batch
+    committed: list[int]  # prompt (without padding) + output so far
+    proposer: Proposer
+    pool: NGramPool
+    metrics: DecodingMetrics = field(default_factory=DecodingMetrics)
+    generated: list[int] = field(default_factory=list)
+    finished: bool = False
+
+    @property
+    def position(self) -> int:
+        """Position of the last committed token."""
+        return len(self.committed) - 1
+
+
+def decode_batch(
+    decoder,
+    ids: torch.Tensor,
+    valid: torch.Tensor,
+    max_new_tokens: int,
+    eos: frozenset[int],
+    generator: torch.Generator | None,
+    verifier: Verifier,
+    metrics: DecodingMetrics,
+    shared_pool: bool,
+) -> list[_Row]:
+    """Decode every row of a left-padded batch; return the rows (in batch order) with their output.
+
+    Args:
+        decoder: the ``LookaheadDecoder`` whose settings and strategies (copied per row) are used.
+        ids: LongTensor [B, T], left-padded prompts on the model's input device.
+        valid: BoolTensor [B, T], False at padding (each row: zeros then ones, at least one one).
+        max_new_tokens: >= 1.
+        eos, generator, verifier, metrics: as in ``LookaheadDecoder._decode``; ``metrics`` receives
+            the stage times, ``forward_passes`` and the per-forward step times.
+        shared_pool: all rows read and fill ``decoder.pool``; otherwise each row gets a copy.
+    """
+    batch, width = ids.shape
+    device = ids.device
+    prefill_start = time.perf_counter()
+    cache = new_cache()
+    positions = (valid.long().cumsum(1) - 1).clamp(min=0)
+    key_valid, key_positions = valid[:, :-1], positions[:, :-1]  # [B, P]: the prefill's slots
+    if width > 1:  # the last prompt token of every row is fed by the first step
+        _prefill(decoder, ids[:, :-1], key_valid, key_positions, cache)
+    metrics.prefill_s = time.perf_counter() - prefill_start
+
+    rows = []
+    for b in range(batch):
+        prompt = ids[b, valid[b]]
+        proposer = copy.deepcopy(decoder.proposer)
+        proposer.start(prompt, generator)
+        pool = decoder.pool if shared_pool else copy.deepcopy(decoder.pool)
+        committed = prompt.tolist()
+        if shared_pool and b > 0:
+            pool.join(committed)
+        else:
+            pool.start(committed)
+        rows.append(_Row(b, committed, proposer, pool))
+    key_length = getattr(decoder.pool, "key_length", 1)
+    planner = None
+    if decoder.is_auto:
+        planner = decoder._planner(rows[0].proposer)
+        planner.start(batch)
+
+    active = list(rows)
+    prefix_len = key_valid.shape[1]  # slots per row in the cache
+    step_clock = time.perf_counter()
+    while active:
+        step_started = step_clock
+        contexts = [row.committed[-key_length:] for row in active]
+        offered = [
+            row.pool.candidates(context, decoder.guess) for row, context in zip(active, contexts, strict=True)
+        ]
+        plan = _plan(decoder, planner, active, contexts, offered, prefix_len)
+        guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
+        count, length = max(guesses), plan.length
+        candidates = torch.tensor(
+            [
+                [list(c[:length]) for c in continuations[:g]] + [[row.committed[-1]] * length] * (count - g)
+                for row, continuations, g in zip(active, offered, guesses, strict=True)
+            ],
+            dtype=torch.long,
+            device=device,
+        ).view(len(active), count, length)  # [B', G', l]; filler candidates repeat the last token
+        _lap(metrics, "pool", step_clock)
+        step_clock = time.perf_counter()
+
+        levels = _levels(decoder, active, plan, device)  # [B', L, W]
+        layout = decoder._layout(levels.shape[1], levels.shape[2], count, length)
+        roots = torch.tensor([[row.committed[-1]] for row in active], dtype=torch.long, device=device)
+        tokens = torch.cat([roots, levels.flatten(1), candidates.flatten(1)], dim=1)  # [B', S]
+        start = torch.tensor([row.position for row in active], device=device)
+        step_positions = start[:, None] + layout.depths[None]  # [B', S]
+        if decoder.context_length is not None:  # only guesses past the end of the budget reach it
+            step_positions = step_positions.clamp(max=decoder.context_length - 1)
+        num_levels = layout.num_levels
+        read = active[0].proposer.levels_read(num_levels) if decoder.lean_logits else num_levels
+        read_rows = decoder._rows_read(layout, read)
+        _lap(metrics, "propose", step_clock)
+        step_clock = time.perf_counter()
+
+        masks = _masks(decoder, layout.tree_mask, key_valid, key_positions, step_positions)
+        _lap(metrics, "mask", step_clock)
+        step_clock = time.perf_counter()
+        logits = _forward(decoder, tokens, step_positions, masks, cache, read_rows)  # [B', R, V]
+        metrics.forward_passes += 1
+        _lap(metrics, "forward", step_clock)
+        step_clock = time.perf_counter()
+
+        verified = 1 + count * length  # rows come root, candidates, levels
+        verifications = [
+            verifier.verify(logits[i, : 1 + g * length], Candidates(candidates[i, :g]), row.committed)
+            for i, (row, g) in enumerate(zip(active, guesses, strict=True))
+        ]
+        _lap(metrics, "verify", step_clock)
+        step_clock = time.perf_counter()
+
+        keep = []
+        for i, (row, verification) in enumerate(zip(active, verifications, strict=True)):
+            if num_levels:
+                level_logits = logits[i, verified:].view(read, layout.window, -1) if read else None
+                row.pool.add(row.proposer.update(level_logits, verification))
+            else:
+                row.proposer.skip(verification)
+            if verification.candidate_index >= 0:
+                row.pool.record_hit(contexts[i], offered[i][verification.candidate_index])
+            new, stop = decoder._truncate(verification.tokens, max_new_tokens - len(row.generated), eos)
+            m = row.metrics
+            m.steps += 1
+            m.accepted_histogram[len(verification.tokens)] += 1
+            m.tokens_per_step.append(len(new))
+            m.step_sizes.append(layout.size)
+            m.branch_steps += bool(num_levels)
+            row.generated.extend(new)
+            row.committed.extend(new)
+            row.pool.observe(row.committed, len(new))
+            if planner is not None:
+                planner.resolve(row.committed, row=i)
+            row.finished = stop or len(row.generated) >= max_new_tokens
+            # the last token and the accepted candidate tokens (all but the new last token)
+            accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)]
+            keep.append([0, *accepted])
+        _lap(metrics, "update", step_clock)
+        step_clock = time.perf_counter()
+
+        still = [i for i, row in enumerate(active) if not row.finished]
+        if still:
+            kept = max(len(k) for k in keep)
+            counts = torch.tensor([len(k) for k in keep], device=device)
+            slots = torch.arange(kept, device=device)
+            index = torch.tensor([k + [0] * (kept - len(k)) for k in keep], device=device)  # [B', M]
+            commit_rows(cache, prefix_len, layout.size, index)
+            key_valid = torch.cat([key_valid, slots[None] < counts[:, None]], dim=1)
+            key_positions = torch.cat([key_positions, start[:, None] + slots[None]], dim=1)
+            prefix_len += kept
+            if len(still) < len(active):  # finished rows leave the batch
+                selected = torch.tensor(still, device=device)
+                for layer in cache.layers:
+                    layer.batch_select_indices(selected)
+                key_valid, key_positions = key_valid[selected], key_positions[selected]
+                if planner is not None:
+                    planner.keep_rows(still)
+        _lap(metrics, "commit", step_clock)
+        step_clock = time.perf_counter()
+        for row in active:
+            row.metrics.step_times_s.append(step_clock - step_started)
+        metrics.step_times_s.append(step_clock - step_started)
+        active = [active[i] for i in still]
+    return rows
+
+
+def _lap(metrics: DecodingMetrics, stage: str, since: float) -> None:
+    metrics.time_s[stage] += time.perf_counter() - since
+
+
+def _plan(decoder, planner, active, contexts, offered, prefix_len: int) -> StepPlan:
+    """The batch's plan: the planner's (per-row records, one plan) when any of W, N, G is auto,
+    else everything offered, up to the most any row offers."""
+    if planner is None:
+        most = max(len(continuations) for continuations in offered)
+        return StepPlan(True, most, decoder.ngram - 1, 0.0, 0.0, decoder.window)
+    confidences = []
+    for i, (row, context, continuations) in enumerate(zip(active, contexts, offered, strict=True)):
+        confidence = row.pool.confidence(context, continuations)
+        harvested = row.pool.harvested(context, continuations)
+        planner.offer(len(row.committed), continuations, harvested, confidence, row=i)
+        confidences.append(confidence)
+    return planner.plan([len(c) for c in offered], confidences, prefix_len)
+
+
+def _levels(decoder, active: list[_Row], plan: StepPlan, device) -> torch.Tensor:
+    """The rows' lookahead branches stacked: LongTensor [B', L, W] (L = 0 when the plan has none)."""
+    if not plan.branch:
+        return torch.empty(len(active), 0, decoder.window, dtype=torch.long, device=device)
+    branches = []
+    for row in active:
+        branch = row.proposer.lookahead_branch()
+        if decoder.auto_window and row.proposer.resizable and branch.window != plan.window:
+            row.proposer.resize(plan.window)  # an auto window changed size
+            branch = row.proposer.lookahead_branch()
+        branches.append(branch.levels.to(device))
+    shapes = {tuple(levels.shape) for levels in branches}
+    if len(shapes) > 1:
+        raise RuntimeError(
+            f"the rows' proposers returned lookahead branches of different shapes {sorted(shapes)}; "
+            "a batch step needs one shape (proposers must advance in step)"
+        )
+    return torch.stack(branches)
+
+
+def _masks(decoder, tree_mask, key_valid, key_positions, positions, extra_visible=None):
+    """The step's additive masks [B', 1, S, P + S], one per attention kind (a dict for hybrid models)."""
+    masks = {}
+    for kind, window in decoder.mask_plan.windows.items():
+        visible = batch_visibility(tree_mask, key_valid, key_positions, positions, window)
+        if extra_visible is not None:
+            visible = extra_visible(visible)
+        masks[kind] = additive_mask(visible, decoder.model.dtype)[0, 0][:, None]
+    return masks if decoder.mask_plan.by_layer_type else next(iter(masks.values()))
+
+
+def _forward(decoder, tokens, positions, attention_mask, cache, rows):
+    """Run the model over the batch's step tokens [B', S]; the logits [B', len(rows), V] of ``rows``
+    (None for no logits: the prefill)."""
+    extra = {}
+    if decoder._keeps_logits:  # the LM head runs only on the rows that are read
+        extra["logits_to_keep"] = 1 if rows is None else rows
+    out = decoder.model(
+        input_ids=tokens,
+        position_ids=positions,
+        attention_mask=attention_mask,
+        cache=cache,
+        use_cache=True,
+        **extra,
+    )
+    if rows is None:
+        return None
+    return out.logits if decoder._keeps_logits else out.logits[:, rows]
+
+
+def _prefill(decoder, tokens, key_valid, key_positions, cache) -> None:
+    """Fill the cache with every row's prompt but its last token: tokens [B, T-1], left-padded.
+
+    A padding query sees only itself (so no query row of the mask is empty); real tokens see the
+    real tokens before them.
+    """
+    size = tokens.shape[1]
+    chain = torch.ones(size, size, dtype=torch.bool, device=tokens.device).tril_()
+    empty = key_valid[:, :0]
+    diagonal = torch.eye(size, dtype=torch.bool, device=tokens.device)
+
+    def real_keys_only(visible):
+        return (visible & key_valid[:, None, :]) | diagonal
+
+    masks = _masks(decoder, chain, empty, key_positions[:, :0], key_positions, real_keys_only)
+    _forward(decoder, tokens, key_positions, masks, cache, None)
