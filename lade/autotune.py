@@ -292,28 +292,42 @@ class Planner:
         acceptance at full G and N-1 with all candidates minus that without the ones only the branch
         harvested; the prior before. Other sizes scale by log2(1 + W) (the paper's compression grows
         about logarithmically in W)."""
+        return sum(self._row_gains(window))
+
+    def _row_gains(self, window: int | None) -> list[float]:
+        """``branch_gain`` of each row."""
         window = self._current_window if window is None else window
         if self.window == 0 or window == 0:
-            return 0.0
+            return [0.0] * len(self._rows)
         scale = math.log2(1 + window)
-        total = 0.0
+        gains = []
         for records in self._rows:
             stats = records.all
             if self._branch_steps >= self.branch_trial and len(stats) >= self.min_records:
                 g, cut = self.max_guess, self.max_length
                 measured = max(0.0, stats.expected(g, cut) - stats.expected(g, cut, without_harvested=True))
-                total += measured * scale / math.log2(1 + self._current_window)
+                gains.append(measured * scale / math.log2(1 + self._current_window))
             else:
-                total += self.branch_prior * scale
-        return total
+                gains.append(self.branch_prior * scale)
+        return gains
 
     def plan(
-        self, available: int | Sequence[int], confidence: int | Sequence[int] = 0, context: int | None = None
+        self,
+        available: int | Sequence[int],
+        confidence: int | Sequence[int] = 0,
+        context: int | None = None,
+        behind: Sequence[bool] | None = None,
     ) -> StepPlan:
         """The best plan when the pool offers ``available`` candidates of class ``confidence`` (one
         value, or one per row of a batch), with ``context`` tokens in the cache (latency grows with
         it). For a batch, ``guesses`` is the most any row verifies (each row verifies at most what
-        its pool offers) and the predicted tokens are the batch's."""
+        its pool offers) and the predicted tokens are the batch's.
+
+        ``behind`` marks the rows that bound the batch's completion (those with the most tokens
+        still to produce). A static batch runs until its slowest row is done, so extra tokens of the
+        rows ahead do not shorten it: with ``behind`` given, the plan counts the acceptance of the
+        least accepting row behind, for every row (``B * min``); without, the sum over the rows (the
+        throughput of a batch whose finished rows are replaced at once)."""
         available = [available] if isinstance(available, int) else list(available)
         if isinstance(confidence, int):
             confidence = [confidence] * len(available)
@@ -327,20 +341,32 @@ class Planner:
         plain_rate = rows / plain_seconds
         if self.auto_window and self._idle_steps >= self.branch_retry:
             self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
-        shapes = {  # (g, l) -> expected accepted tokens, the same whatever the branch does
-            (g, cut): sum(
-                rec.expected(min(g, offered), cut, without_harvested=True)
-                for rec, offered, ok in zip(records, available, trusted, strict=True)
-                if ok and g and offered
+        counted = [b for b in range(rows) if behind is None or behind[b]] or list(range(rows))
+
+        def combine(values: list[float]) -> float:
+            return sum(values) if behind is None else rows * min(values)
+
+        def accepted(g: int, cut: int) -> float:
+            return combine(
+                [
+                    records[b].expected(min(g, available[b]), cut, without_harvested=True)
+                    if trusted[b] and g and available[b]
+                    else 0.0
+                    for b in counted
+                ]
             )
-            for g, cut in self._candidate_shapes(max(available), any(trusted))
+
+        # (g, l) -> expected accepted tokens, the same whatever the branch does
+        shapes = {
+            (g, cut): accepted(g, cut) for g, cut in self._candidate_shapes(max(available), any(trusted))
         }
         most_accepted = max(shapes.values())
         best_by_window: dict[int, StepPlan] = {}
         best_rate = 0.0
         for window in window_options:
             extra = window * self.branch_levels
-            gain = self.branch_gain(window)
+            gains = self._row_gains(window)
+            gain = combine([gains[b] for b in counted])
             if (
                 window
                 and (rows + most_accepted + gain) / self.latency(rows * (1 + extra), context) <= best_rate

@@ -114,7 +114,7 @@ def decode_batch(
         offered = [
             row.pool.candidates(context, decoder.guess) for row, context in zip(active, contexts, strict=True)
         ]
-        plan = _plan(decoder, planner, active, contexts, offered, prefix_len)
+        plan = _plan(decoder, planner, active, contexts, offered, prefix_len, max_new_tokens)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
         count, length = max(guesses), plan.length
         candidates = torch.tensor(
@@ -188,10 +188,12 @@ def decode_batch(
 
         still = [i for i, row in enumerate(active) if not row.finished]
         if still:
+            keep = [[0] if row.finished else k for row, k in zip(active, keep, strict=True)]  # leaving
             kept = max(len(k) for k in keep)
             counts = torch.tensor([len(k) for k in keep], device=device)
             slots = torch.arange(kept, device=device)
-            index = torch.tensor([k + [0] * (kept - len(k)) for k in keep], device=device)  # [B', M]
+            # [B', M]; a row's spare slots stay where they are (holes: masked, never copied)
+            index = torch.tensor([k + list(range(len(k), kept)) for k in keep], device=device)
             commit_rows(cache, prefix_len, layout.size, index)
             key_valid = torch.cat([key_valid, slots[None] < counts[:, None]], dim=1)
             key_positions = torch.cat([key_positions, start[:, None] + slots[None]], dim=1)
@@ -216,9 +218,10 @@ def _lap(metrics: DecodingMetrics, stage: str, since: float) -> None:
     metrics.time_s[stage] += time.perf_counter() - since
 
 
-def _plan(decoder, planner, active, contexts, offered, prefix_len: int) -> StepPlan:
-    """The batch's plan: the planner's (per-row records, one plan) when any of W, N, G is auto,
-    else everything offered, up to the most any row offers."""
+def _plan(decoder, planner, active, contexts, offered, prefix_len: int, max_new_tokens: int) -> StepPlan:
+    """The batch's plan: the planner's (per-row records, one plan, paced by the rows with the most
+    tokens left: the batch ends when they do) when any of W, N, G is auto, else everything offered,
+    up to the most any row offers."""
     if planner is None:
         most = max(len(continuations) for continuations in offered)
         return StepPlan(True, most, decoder.ngram - 1, 0.0, 0.0, decoder.window)
@@ -228,7 +231,9 @@ def _plan(decoder, planner, active, contexts, offered, prefix_len: int) -> StepP
         harvested = row.pool.harvested(context, continuations)
         planner.offer(len(row.committed), continuations, harvested, confidence, row=i)
         confidences.append(confidence)
-    return planner.plan([len(c) for c in offered], confidences, prefix_len)
+    left = [max_new_tokens - len(row.generated) for row in active]
+    behind = [tokens == max(left) for tokens in left]
+    return planner.plan([len(c) for c in offered], confidences, prefix_len, behind)
 
 
 def _levels(decoder, active: list[_Row], plan: StepPlan, device) -> torch.Tensor:

@@ -38,13 +38,15 @@ class Records:
     seconds: list[float] = field(default_factory=list)
     new_tokens: list[int] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
+    overhead: list[float] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
 
 
 def build_methods(
     model, names: list[str], configs, eos: list[int], pad: int, max_new_tokens: int, latency=None
 ):
-    """name -> callable(ids [B, T], mask [B, T]) returning (row outputs, row steps)."""
+    """name -> callable(ids [B, T], mask [B, T]) returning (row outputs, row steps, share of step time
+    outside the forward)."""
 
     def hf(ids, mask):
         out = model.generate(
@@ -59,17 +61,21 @@ def build_methods(
             temperature=None,
         )
         rows = row_outputs(out, ids.shape[1], eos, max_new_tokens)
-        return rows, float("nan")
+        return rows, float("nan"), float("nan")
 
     def lookahead(decoder: LookaheadDecoder):
         def call(ids, mask):
             res = decoder.generate(
                 ids, max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
             )
-            return row_outputs(res.sequences, ids.shape[1], eos, max_new_tokens), res.metrics.steps
+            outputs = row_outputs(res.sequences, ids.shape[1], eos, max_new_tokens)
+            return outputs, res.metrics.steps, res.metrics.overhead_fraction
 
         return call
 
+    unknown = sorted(set(names) - {"auto"})
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; only 'auto' (HF greedy and the plain loop always run)")
     methods = {"hf_greedy": hf, "plain_loop": lookahead(plain_decoder(model))}
     if "auto" in names:
         methods["auto"] = lookahead(LookaheadDecoder(model, latency=latency))
@@ -91,11 +97,12 @@ def run(methods: dict, prompts: list[torch.Tensor], batch_sizes: list[int], pad:
         for i, (ids, mask) in enumerate(batches):
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 t0 = time.perf_counter()
-                outputs, steps = methods[name](ids, mask)
+                outputs, steps, overhead = methods[name](ids, mask)
                 r = records[size, name]
                 r.seconds.append(time.perf_counter() - t0)
                 r.new_tokens.append(sum(map(len, outputs)))
                 r.steps.append(steps)
+                r.overhead.append(overhead)
                 r.outputs += outputs
             print(
                 f"B={size} batch {i + 1}/{len(batches)} done ({time.perf_counter() - started:.0f} s)",
@@ -124,6 +131,7 @@ def summarize(records: dict) -> list[dict]:
                 "vs_plain_median": statistics.median(
                     p / t for p, t in zip(plain.seconds, r.seconds, strict=True)
                 ),
+                "outside_forward": statistics.median(r.overhead),
                 "identical_to_hf": sum(o == h for o, h in zip(r.outputs, hf.outputs, strict=True)),
             }
         )
@@ -154,6 +162,7 @@ def format_table(rows: list[dict]) -> str:
         "vs HF batched (sum / median)",
         "vs plain loop (sum / median)",
         "compression",
+        "outside forward",
         "identical",
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -163,6 +172,7 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['batch_size']} | {r['method']} | {r['tokens_per_s']:.1f} "
             f"| {r['vs_hf_total']:.3f}x / {r['vs_hf_median']:.3f}x "
             f"| {r['vs_plain_total']:.3f}x / {r['vs_plain_median']:.3f}x | {compression} "
+            f"| {'-' if r['method'] == 'hf_greedy' else format(r['outside_forward'], '.1%')} "
             f"| {r['identical_to_hf']}/{r['rows']} |"
         )
     return "\n".join(lines)

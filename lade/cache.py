@@ -113,8 +113,12 @@ def commit_rows(cache: DynamicCache, prefix_len: int, step_len: int, keep: torch
         prefix_len: P, slots before this step (the same for every row: a batch cache is one tensor).
         step_len: S, tokens fed this step.
         keep: LongTensor [B, M] of step rows per batch row, each row starting with 0; a row that keeps
-            fewer than M repeats a row to fill up (the caller marks those slots invalid in its mask).
-            Afterwards the cache holds ``P + M`` slots per row.
+            fewer than M fills up with its own slot numbers (``keep[b, j] = j``: those slots become
+            holes, which the caller masks out, and need no copy). Afterwards the cache holds ``P + M``
+            slots per row.
+
+    Rows already in place (``keep[b] = 0, 1, ..., M-1``: the accepted tokens are the first step rows,
+    as with one candidate and no branch) cost nothing; otherwise one gather per layer moves them.
     """
     rows, width = keep.shape
     in_place = bool((keep == torch.arange(width, device=keep.device)).all())

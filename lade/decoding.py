@@ -119,6 +119,8 @@ class LookaheadDecoder:
     The auto choices are made step by step by ``lade.autotune.Planner`` from the latency curve and the
     pool's counterfactual acceptance; they never change the output, only its speed.
     The pool starts each ``generate`` call empty unless it is persistent (``BucketedNGramPool``).
+    A batch (``input_ids`` [B, T], B > 1) is decoded by ``lade.batch.decode_batch``: each row gets a
+    copy of the proposer and of the pool (or shares the pool), one forward pass per step.
     """
 
     def __init__(

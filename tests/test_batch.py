@@ -206,13 +206,15 @@ def test_commit_rows_gathers_each_rows_accepted_tokens():
     cache = new_cache()
     keys = torch.arange(2 * 1 * 6 * 1, dtype=torch.float).view(2, 1, 6, 1)  # 2 prefix slots + 4 step rows
     cache.update(keys, keys.clone(), 0)
-    commit_rows(cache, prefix_len=2, step_len=4, keep=torch.tensor([[0, 2, 3], [0, 0, 0]]))
+    commit_rows(cache, prefix_len=2, step_len=4, keep=torch.tensor([[0, 2, 3], [0, 1, 2]]))
     layer = cache.layers[0]
     assert layer.keys.shape[2] == 5
     assert layer.keys[0, 0, :, 0].tolist() == [0, 1, 2, 4, 5]
-    assert layer.keys[1, 0, :3, 0].tolist() == [6, 7, 8]
+    assert layer.keys[1, 0, :, 0].tolist() == [6, 7, 8, 9, 10]  # in place: untouched
+    commit_rows(cache, prefix_len=5, step_len=0, keep=torch.zeros(2, 0, dtype=torch.long))
+    assert layer.keys.shape[2] == 5
     layer.batch_select_indices(torch.tensor([1]))
-    assert layer.keys.shape[0] == 1 and layer.keys[0, 0, :3, 0].tolist() == [6, 7, 8]
+    assert layer.keys.shape[0] == 1 and layer.keys[0, 0, :, 0].tolist() == [6, 7, 8, 9, 10]
 
 
 def test_a_batch_plan_pays_for_every_rows_tokens():
@@ -234,3 +236,18 @@ def test_a_batch_plan_pays_for_every_rows_tokens():
     assert eight.guesses == 0 and eight.predicted_tokens == 8.0
     with pytest.raises(ValueError, match="rows"):
         trained(2).plan(available=[1, 1, 1])
+
+
+def test_a_static_batch_is_planned_for_its_slowest_row():
+    """Row 0's candidates always hold, row 1 has none. Counting the sum, verifying pays; but when
+    row 1 has the most tokens left (it bounds the batch), extra tokens of row 0 do not shorten the
+    call, so the plan is plain."""
+    curve = LatencyModel((1, 2, 8), (1.0, 1.01, 1.2))
+    planner = Planner(curve, window=0, branch_levels=2, max_guess=1, max_length=2, min_records=4)
+    planner.start(2)
+    for i in range(6):
+        planner.offer(i * 3, [(1, 2)], [False], row=0)
+        planner.resolve([0] * (i * 3) + [1, 2, 9], row=0)
+    assert planner.plan(available=[1, 0]).guesses == 1
+    assert planner.plan(available=[1, 0], behind=[True, True]).guesses == 0
+    assert planner.plan(available=[1, 0], behind=[True, False]).guesses == 1  # row 0 is the one behind

@@ -46,3 +46,21 @@ def test_bad_arguments():
         load_prompts("poetry", None, 1, "x")
     with pytest.raises(Exception, match="W,N,G"):
         parse_config("7,5")
+
+
+def test_batch_benchmark_runs_every_method_at_every_batch_size():
+    from lade import bench_batch
+
+    model, _ = load_model("tiny-random-llama")
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(1, 128, (1, n), generator=generator) for n in (12, 5, 9, 7)]
+    flat = LatencyModel((1, 64), (1.0, 1.01))
+    methods = bench_batch.build_methods(model, ["auto"], [(0, 3, 2)], [], 0, 12, latency=flat)
+    assert list(methods) == ["hf_greedy", "plain_loop", "auto", "lookahead W=0 N=3 G=2"]
+    rows = bench_batch.summarize(bench_batch.run(methods, prompts, [1, 2, 4], pad=0))
+    assert len(rows) == 12
+    assert all(row["identical_to_hf"] == 4 and row["new_tokens"] == 48 for row in rows)
+    assert set(bench_batch.crossovers(rows)) == {"auto", "lookahead W=0 N=3 G=2"}
+    assert "| 4 | auto |" in bench_batch.format_table(rows)
+    with pytest.raises(ValueError, match="unknown methods"):
+        bench_batch.build_methods(model, ["hf_prompt_lookup"], [], [], 0, 4)

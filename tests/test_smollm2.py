@@ -39,3 +39,22 @@ def test_chat_template_is_applied_for_chat_prompts(smollm2):
     templated = tokenizer.decode(encode(prompt, tokenizer, "auto")[0])
     assert templated.startswith("<|im_start|>") and templated.rstrip().endswith("<|im_start|>assistant")
     assert tokenizer.decode(encode(prompt, tokenizer, False)[0]) == "What is 2 + 2?"
+
+
+def test_batched_humaneval_rows_identical_to_hf_batched_greedy(smollm2):
+    """Left-padded batch of 4 real prompts of different lengths, EOS on: rows equal HF batched greedy."""
+    from lade.data import left_pad
+
+    model, tokenizer = smollm2
+    eos = model.generation_config.eos_token_id
+    pad = model.generation_config.pad_token_id
+    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(4)]
+    ids, mask = left_pad(prompts, pad)
+    reference = model.generate(
+        ids, attention_mask=mask, do_sample=False, max_new_tokens=48, eos_token_id=eos, pad_token_id=pad
+    )
+    for decoder in (lade.LookaheadDecoder(model, window=5, ngram=4, guess=5), lade.LookaheadDecoder(model)):
+        result = decoder.generate(
+            ids, max_new_tokens=48, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
+        )
+        assert torch.equal(result.sequences, reference)
