@@ -185,9 +185,10 @@ class Planner:
 
     A batch of B rows shares one plan (one forward pass, one step layout), so the planner keeps
     acceptance records per row (``row=`` of ``offer``/``resolve``) and one branch state, and plans
-    for the batch: predicted tokens are summed over the rows, the predicted time is that of B rows of
-    the step's tokens, ``latency(B * S)`` (on a compute-bound device a batch of B rows of S tokens
-    costs about what one row of B*S tokens does; an approximation, noted in the README).
+    for the batch: predicted tokens are summed over the rows (or paced by the rows behind, see
+    ``plan``), the predicted time is that of B rows of the step's tokens: ``batch_latency(B, S)``
+    when set (curves measured per batch size, ``lade.calibration.BatchLatency``), else
+    ``latency(B * S)`` (one row of B*S tokens: an approximation that misses the B caches a batch reads).
 
     Args:
         latency: forward seconds vs tokens per step on this hardware.
@@ -246,6 +247,7 @@ class Planner:
         self.margin = margin
         self.history = history
         self._rows = [_RowRecords(max(max_guess, 1), max(max_length, 1), history)]
+        self.batch_latency = None  # (rows, S, context) -> seconds for batches; set per call by the decoder
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
 
@@ -337,7 +339,13 @@ class Planner:
         trusted = [len(records.all) >= self.min_records for records in self._rows]
         records = [r.records(c, self.min_records) for r, c in zip(self._rows, confidence, strict=True)]
         window_options = (0, *self.windows) if self.auto_window else (self.window,)
-        plain_seconds = self.latency(rows, context)
+
+        def seconds_for(size: int) -> float:  # one step of ``size`` tokens per row
+            if rows == 1 or self.batch_latency is None:
+                return self.latency(rows * size, context)
+            return self.batch_latency(rows, size, context)
+
+        plain_seconds = seconds_for(1)
         plain_rate = rows / plain_seconds
         if self.auto_window and self._idle_steps >= self.branch_retry:
             self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
@@ -367,14 +375,11 @@ class Planner:
             extra = window * self.branch_levels
             gains = self._row_gains(window)
             gain = combine([gains[b] for b in counted])
-            if (
-                window
-                and (rows + most_accepted + gain) / self.latency(rows * (1 + extra), context) <= best_rate
-            ):
+            if window and (rows + most_accepted + gain) / seconds_for(1 + extra) <= best_rate:
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
             for (g, cut), accepted in shapes.items():
-                seconds = self.latency(rows * (1 + g * cut + extra), context)
+                seconds = seconds_for(1 + g * cut + extra)
                 rate = (rows + accepted + gain) / seconds
                 if rate > top_rate:
                     top, top_rate = (g, cut, rows + accepted + gain, seconds), rate

@@ -104,6 +104,7 @@ def decode_batch(
     if decoder.is_auto:
         planner = decoder._planner(rows[0].proposer)
         planner.start(batch)
+        planner.batch_latency = decoder.batch_latency(batch)
 
     active = list(rows)
     prefix_len = key_valid.shape[1]  # slots per row in the cache
@@ -142,10 +143,10 @@ def decode_batch(
         _lap(metrics, "propose", step_clock)
         step_clock = time.perf_counter()
 
-        masks = _masks(decoder, layout.tree_mask, key_valid, key_positions, step_positions)
+        masks = batch_masks(decoder, layout.tree_mask, key_valid, key_positions, step_positions)
         _lap(metrics, "mask", step_clock)
         step_clock = time.perf_counter()
-        logits = _forward(decoder, tokens, step_positions, masks, cache, read_rows)  # [B', R, V]
+        logits = batch_forward(decoder, tokens, step_positions, masks, cache, read_rows)  # [B', R, V]
         metrics.forward_passes += 1
         _lap(metrics, "forward", step_clock)
         step_clock = time.perf_counter()
@@ -256,7 +257,7 @@ def _levels(decoder, active: list[_Row], plan: StepPlan, device) -> torch.Tensor
     return torch.stack(branches)
 
 
-def _masks(decoder, tree_mask, key_valid, key_positions, positions, extra_visible=None):
+def batch_masks(decoder, tree_mask, key_valid, key_positions, positions, extra_visible=None):
     """The step's additive masks [B', 1, S, P + S], one per attention kind (a dict for hybrid models)."""
     masks = {}
     for kind, window in decoder.mask_plan.windows.items():
@@ -267,7 +268,7 @@ def _masks(decoder, tree_mask, key_valid, key_positions, positions, extra_visibl
     return masks if decoder.mask_plan.by_layer_type else next(iter(masks.values()))
 
 
-def _forward(decoder, tokens, positions, attention_mask, cache, rows):
+def batch_forward(decoder, tokens, positions, attention_mask, cache, rows):
     """Run the model over the batch's step tokens [B', S]; the logits [B', len(rows), V] of ``rows``
     (None for no logits: the prefill)."""
     extra = {}
@@ -300,5 +301,5 @@ def _prefill(decoder, tokens, key_valid, key_positions, cache) -> None:
     def real_keys_only(visible):
         return (visible & key_valid[:, None, :]) | diagonal
 
-    masks = _masks(decoder, chain, empty, key_positions[:, :0], key_positions, real_keys_only)
-    _forward(decoder, tokens, key_positions, masks, cache, None)
+    masks = batch_masks(decoder, chain, empty, key_positions[:, :0], key_positions, real_keys_only)
+    batch_forward(decoder, tokens, key_positions, masks, cache, None)

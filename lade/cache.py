@@ -61,6 +61,15 @@ class GrowingLayer(DynamicLayer):
             self.keys = self._key_buffer[..., :length, :]
             self.values = self._value_buffer[..., :length, :]
 
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        """Repeat every batch row ``repeats`` times (latency calibration: one prefill, many rows)."""
+        if self.is_initialized and self._key_buffer is not None:
+            length = self.get_seq_length()
+            self._key_buffer = self._key_buffer.repeat_interleave(repeats, dim=0)
+            self._value_buffer = self._value_buffer.repeat_interleave(repeats, dim=0)
+            self.keys = self._key_buffer[..., :length, :]
+            self.values = self._value_buffer[..., :length, :]
+
     def reset(self) -> None:
         self._key_buffer = self._value_buffer = None
         super().reset()

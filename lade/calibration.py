@@ -104,6 +104,46 @@ class LatencyModel:
         return cls(tuple(data["sizes"]), tuple(data["seconds"]), int(data.get("context", 0)), longer)
 
 
+@dataclass(frozen=True)
+class BatchLatency:
+    """Seconds per forward pass for B rows of S tokens each (a batched step).
+
+    ``curves`` maps batch sizes to their ``LatencyModel`` over S (measured with B rows, each with its
+    own cached context: a batch reads B times the keys and values, which a one-row curve of B*S tokens
+    does not show); between measured batch sizes the latency is linear in B, beyond the largest it
+    grows in proportion to B.
+    """
+
+    curves: dict[int, LatencyModel]
+
+    def __post_init__(self):
+        if 1 not in self.curves:
+            raise ValueError("a batch latency needs the one-row curve (batch size 1)")
+
+    def __call__(self, rows: int, size: int, context: int | None = None) -> float:
+        if rows in self.curves:
+            return self.curves[rows](size, context)
+        lower = max(r for r in self.curves if r < rows)
+        upper = min((r for r in self.curves if r > rows), default=None)
+        low = self.curves[lower](size, context)
+        if upper is None:
+            return low * rows / lower
+        high = self.curves[upper](size, context)
+        return low + (high - low) * (rows - lower) / (upper - lower)
+
+
+def batch_sizes_to_measure(rows: int) -> list[int]:
+    """The batch sizes whose curves cover B = ``rows`` and every smaller batch (rows leave a batch as
+    they finish): the powers of two from 2 up to the first one >= ``rows``."""
+    sizes, size = [], 2
+    while rows > 1 and size < rows * 2:
+        sizes.append(size)
+        if size >= rows:
+            break
+        size *= 2
+    return sizes
+
+
 def measure(
     run_step: Callable[[int], None], sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 5, context: int = 0
 ) -> LatencyModel:

@@ -19,11 +19,13 @@ import torch
 
 from lade.attention import MaskPlan, context_length
 from lade.autotune import AUTO, Planner, StepPlan, is_auto
-from lade.batch import decode_batch
+from lade.batch import batch_forward, batch_masks, decode_batch
 from lade.cache import commit, new_cache
 from lade.calibration import (
     DEFAULT_SIZES,
+    BatchLatency,
     LatencyModel,
+    batch_sizes_to_measure,
     calibration_key,
     default_calibration_dir,
     load_cached,
@@ -165,6 +167,9 @@ class LookaheadDecoder:
         self.lean_logits = lean_logits
         self._keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.latency = latency
+        # a latency given by the caller is used as is: batches then approximate B rows of S tokens by
+        # one row of B*S; measured latencies (the default) are measured per batch size too
+        self._batch_curves: dict[int, LatencyModel] | None = None if latency is not None else {}
         self.calibration_dir = calibration_dir
         self._planner_state: Planner | None = None
         self.shared_pool = shared_pool
@@ -174,21 +179,42 @@ class LookaheadDecoder:
         """Whether any of W, N, G is chosen step by step."""
         return self.auto_window or self.auto_ngram or self.auto_guess
 
-    def calibrate(self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False) -> LatencyModel:
-        """Measure (or load from the cache) forward latency vs tokens per step; set ``self.latency``.
+    def calibrate(
+        self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False, rows: int = 1
+    ) -> LatencyModel:
+        """Measure (or load from the cache) forward latency vs tokens per step; set ``self.latency``
+        (``rows`` > 1: the curve of a batch of that many rows, S tokens each, used by auto batches).
 
-        ``sizes`` beyond what a step of this decoder can feed or beyond the context length are skipped.
+        ``sizes`` beyond what a step of this decoder can feed or beyond the context length are skipped
+        (for a batch, also those beyond 128 tokens in all, but 1-4 always: larger batch steps are
+        extrapolated, and rarely pay).
         ``refresh`` re-measures even when a cached curve exists.
         """
         directory = default_calibration_dir() if self.calibration_dir is None else self.calibration_dir
-        key = calibration_key(self.model)
+        key = calibration_key(self.model) + (f"-rows{rows}" if rows > 1 else "")
         path = Path(directory) / f"{key}.json"
         cached = None if refresh else load_cached(path)
         if cached is None:
-            cached = self._measure_latency(sizes, repeats)
+            cached = self._measure_latency(sizes, repeats, rows=rows)
             store(path, cached, key)
-        self.latency = cached
+        if rows == 1:
+            self.latency = cached
+        elif self._batch_curves is not None:
+            self._batch_curves[rows] = cached
         return cached
+
+    def batch_latency(self, rows: int) -> BatchLatency | None:
+        """The latency of batched steps for batches of up to ``rows`` rows, measuring the curves it
+        lacks (batch sizes 2, 4, 8, ... up to ``rows``; cached like the one-row curve); None when
+        the decoder was given its latency (batches then count B rows of S tokens as B*S tokens)."""
+        if self._batch_curves is None or rows < 2:
+            return None
+        if self.latency is None:
+            self.calibrate()
+        for size in batch_sizes_to_measure(rows):
+            if size not in self._batch_curves:
+                self.calibrate(rows=size, repeats=3)
+        return BatchLatency({1: self.latency, **self._batch_curves})
 
     # ------------------------------------------------------------------ public API
 
@@ -429,15 +455,20 @@ class LookaheadDecoder:
                 break
         return generated
 
-    def _measure_latency(self, sizes, repeats: int, contexts=(256, 1280)) -> LatencyModel:
+    def _measure_latency(self, sizes, repeats: int, contexts=(256, 1280), rows: int = 1) -> LatencyModel:
         """Time steps of S tokens (logits at every row: an upper bound for the LM head) after each
         of ``contexts`` cached random tokens (as far as the context length allows), through the same
-        forward path as decoding; the curves form one context-dependent ``LatencyModel``."""
+        forward path as decoding (``rows`` > 1: a batch of that many rows, each S tokens after its own
+        context); the curves form one context-dependent ``LatencyModel``."""
         largest_step = 1 + (self.window + self.guess) * (self.ngram - 1)
+        if rows > 1:  # a batch's steps stay small: do not time thousands of tokens per forward
+            largest_step = min(largest_step, max(4, 128 // rows))
         room = self.context_length if self.context_length is not None else 1 << 30
         above = [s for s in sizes if s >= largest_step]
         wanted = sorted({s for s in sizes if s < largest_step} | set(above[:1]) | {1})
         wanted = [s for s in wanted if s < room]
+        if rows > 1:
+            return self._measure_batch_latency(wanted, repeats, contexts, rows, room)
         lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
         generator = torch.Generator().manual_seed(self.seed)
         device = self._input_device()
@@ -459,6 +490,38 @@ class LookaheadDecoder:
                 curves.append(measure(run_step, wanted, repeats, context))
         latency = None
         for curve in reversed(curves):  # the shortest context outermost, each holding the next longer
+            latency = replace(curve, longer=latency)
+        return latency
+
+    def _measure_batch_latency(self, wanted, repeats: int, contexts, rows: int, room: int) -> LatencyModel:
+        """``_measure_latency`` for a batch of ``rows`` rows, through the batched forward path."""
+        lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
+        generator = torch.Generator().manual_seed(self.seed)
+        device = self._input_device()
+        text = torch.randint(self.vocab_size, (lengths[-1] + wanted[-1],), generator=generator).to(device)
+        tokens = text[None].expand(rows, -1)  # the same text in every row: the cost does not care
+        positions = torch.arange(text.shape[0], device=device)[None].expand(rows, -1)
+        trees = {s: self._layout_chain(s).tree_mask for s in wanted}
+        read = {s: torch.arange(s, device=device) for s in wanted}
+        curves = []
+        with torch.inference_mode():
+            for context in lengths:
+                cache = new_cache()  # one row's prefill, repeated: the same keys and values in every row
+                self._forward(text[:context], self._layout_chain(context), 0, cache)
+                cache.batch_repeat_interleave(rows)
+                valid = torch.ones(rows, context, dtype=torch.bool, device=device)
+
+                def run_step(size: int, cache=cache, context=context, valid=valid) -> None:
+                    step = positions[:, context : context + size]
+                    masks = batch_masks(self, trees[size], valid, positions[:, :context], step)
+                    batch_forward(self, tokens[:, context : context + size], step, masks, cache, read[size])
+                    cache.crop(-size)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+
+                curves.append(measure(run_step, wanted, repeats, context))
+        latency = None
+        for curve in reversed(curves):
             latency = replace(curve, longer=latency)
         return latency
 

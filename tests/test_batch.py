@@ -7,7 +7,7 @@ import torch
 from lade import LookaheadDecoder
 from lade.autotune import Planner
 from lade.cache import commit_rows, new_cache
-from lade.calibration import LatencyModel
+from lade.calibration import BatchLatency, LatencyModel, batch_sizes_to_measure
 from lade.layout import batch_visibility, step_layout, visibility
 from pools import BucketedNGramPool, PromptLookupPool
 from strategies import AutoregressiveProposer, GaussSeidelProposer, JacobiProposer
@@ -251,3 +251,28 @@ def test_a_static_batch_is_planned_for_its_slowest_row():
     assert planner.plan(available=[1, 0]).guesses == 1
     assert planner.plan(available=[1, 0], behind=[True, True]).guesses == 0
     assert planner.plan(available=[1, 0], behind=[True, False]).guesses == 1  # row 0 is the one behind
+
+
+def test_batch_latency_interpolates_between_measured_batch_sizes():
+    one = LatencyModel((1, 8), (1.0, 2.0))
+    four = LatencyModel((1, 8), (3.0, 10.0))
+    latency = BatchLatency({1: one, 4: four})
+    assert latency(1, 8) == 2.0 and latency(4, 1) == 3.0
+    assert latency(2, 1) == pytest.approx(1.0 + (3.0 - 1.0) / 3)
+    assert latency(8, 1) == pytest.approx(6.0)  # beyond the largest: in proportion to B
+    assert batch_sizes_to_measure(1) == [] and batch_sizes_to_measure(5) == [2, 4, 8]
+    with pytest.raises(ValueError, match="batch size 1"):
+        BatchLatency({2: one})
+
+
+def test_auto_batches_measure_their_own_latency_curves(tiny_models, tmp_path):
+    """Without a given latency, an auto batch of 3 measures (and caches) the curves of batches of 2
+    and 4 rows, and its rows still equal HF batched greedy."""
+    model = tiny_models("llama", "sdpa")
+    ids, mask = left_padded([6, 10, 3], seed=8)
+    decoder = LookaheadDecoder(model, calibration_dir=str(tmp_path))
+    result = decoder.generate(ids, 16, attention_mask=mask, eos_token_id=[])
+    assert torch.equal(result.sequences, hf_batched(model, ids, mask, 16))
+    names = sorted(path.name.rsplit("-", 1)[-1] for path in tmp_path.glob("*.json"))
+    assert names[-2:] == ["rows2.json", "rows4.json"] and len(names) == 3
+    assert LookaheadDecoder(model, latency=FLAT).batch_latency(4) is None  # a given latency is used as is
