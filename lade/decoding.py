@@ -223,8 +223,6 @@ class LookaheadDecoder:
         self,
         input_ids: torch.Tensor,
         max_new_tokens: int = 128,
-        attention_mask: torch.Tensor | None = None,
-        pad_token_id: int | None = None,
         eos_token_id: int | Iterable[int] | None = None,
         streamer: Streamer | None = None,
         generator: torch.Generator | None = None,
@@ -236,6 +234,8 @@ class LookaheadDecoder:
         repetition_penalty: float | None = None,
         logits_processor=None,
         generation_config=None,
+        attention_mask: torch.Tensor | None = None,
+        pad_token_id: int | None = None,
     ) -> GenerationResult:
         """Decode up to ``max_new_tokens`` tokens after ``input_ids``, exactly as ``model.generate``.
 
