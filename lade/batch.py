@@ -161,7 +161,7 @@ def decode_batch(
 
         keep = []
         for i, (row, verification) in enumerate(zip(active, verifications, strict=True)):
-            if num_levels:
+            if plan.branch:  # as in the single-row loop: a branch step updates, even an empty branch
                 level_logits = logits[i, verified:].view(read, layout.window, -1) if read else None
                 row.pool.add(row.proposer.update(level_logits, verification))
             else:

@@ -27,7 +27,7 @@ import torch
 
 from lade.bench import DATASETS, config_decoder, config_name, load_prompts, parse_config, plain_decoder
 from lade.data import left_pad, row_outputs
-from lade.decoding import LookaheadDecoder
+from lade.decoding import LookaheadDecoder, default_pad_id
 from lade.model import load_model
 
 
@@ -211,8 +211,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         parser.error(f"{args.dataset} has only {len(prompts)} prompts, fewer than --limit {args.limit}")
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
-    pad = model.generation_config.pad_token_id
-    pad = pad if pad is not None else (eos[0] if eos else 0)
+    pad = default_pad_id(model, eos)
     names = [m for m in args.methods.split(",") if m]
     methods = build_methods(model, names, args.config, eos, pad, args.max_new_tokens)
     rows = summarize(run(methods, prompts, sizes, pad))

@@ -68,6 +68,15 @@ def default_pool(ngram: int, capacity: int, auto: bool) -> BucketedNGramPool:
     )
 
 
+def default_pad_id(model, eos: list[int]) -> int:
+    """The id that pads finished rows of a batch, as ``generate`` picks it: the model's
+    ``generation_config.pad_token_id``, else the first EOS id, else 0."""
+    pad = getattr(getattr(model, "generation_config", None), "pad_token_id", None)
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0] if pad else None
+    return pad if pad is not None else eos[0] if eos else 0
+
+
 def _positive_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -169,7 +178,8 @@ class LookaheadDecoder:
         self.latency = latency
         # a latency given by the caller is used as is: batches then approximate B rows of S tokens by
         # one row of B*S; measured latencies (the default) are measured per batch size too
-        self._batch_curves: dict[int, LatencyModel] | None = None if latency is not None else {}
+        self._measure_batches = latency is None
+        self._batch_curves: dict[int, LatencyModel] = {}
         self.calibration_dir = calibration_dir
         self._planner_state: Planner | None = None
         self.shared_pool = shared_pool
@@ -199,21 +209,26 @@ class LookaheadDecoder:
             store(path, cached, key)
         if rows == 1:
             self.latency = cached
-        elif self._batch_curves is not None:
+        else:
             self._batch_curves[rows] = cached
         return cached
 
     def batch_latency(self, rows: int) -> BatchLatency | None:
-        """The latency of batched steps for batches of up to ``rows`` rows, measuring the curves it
-        lacks (batch sizes 2, 4, 8, ... up to ``rows``; cached like the one-row curve); None when
-        the decoder was given its latency (batches then count B rows of S tokens as B*S tokens)."""
-        if self._batch_curves is None or rows < 2:
+        """The latency of batched steps for batches of up to ``rows`` rows. When the decoder measures
+        its own latency (no ``latency=`` given), the curves it lacks are measured first (batch sizes
+        2, 4, 8, ... up to ``rows``; cached like the one-row curve); with a given latency only the
+        curves of explicit ``calibrate(rows=...)`` calls are used. None without any batch curve
+        (batches then count B rows of S tokens as one row of B*S tokens)."""
+        if rows < 2:
             return None
-        if self.latency is None:
-            self.calibrate()
-        for size in batch_sizes_to_measure(rows):
-            if size not in self._batch_curves:
-                self.calibrate(rows=size, repeats=3)
+        if self._measure_batches:
+            if self.latency is None:
+                self.calibrate()
+            for size in batch_sizes_to_measure(rows):
+                if size not in self._batch_curves:
+                    self.calibrate(rows=size, repeats=3)
+        if not self._batch_curves:
+            return None
         return BatchLatency({1: self.latency, **self._batch_curves})
 
     # ------------------------------------------------------------------ public API
@@ -268,7 +283,8 @@ class LookaheadDecoder:
         started = time.perf_counter()
         ids, valid = self._check_input_ids(input_ids, attention_mask)
         max_new_tokens = _positive_int("max_new_tokens", max_new_tokens, 0)
-        eos = self._check_eos(eos_token_id)
+        eos_ids = self._check_eos(eos_token_id)
+        eos = frozenset(eos_ids)
         longest = int(valid.sum(dim=1).max())
         if self.context_length is not None and longest + max_new_tokens > self.context_length:
             raise ValueError(
@@ -289,8 +305,9 @@ class LookaheadDecoder:
         verifier = self._verifier_for_call(generator, do_sample, controls)
         metrics = DecodingMetrics()
         if ids.shape[0] > 1:
+            pad = default_pad_id(self.model, eos_ids) if pad_token_id is None else pad_token_id
             return self._generate_batch(
-                ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad_token_id, started
+                ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad, started
             )
         prompt = ids[0, valid[0]]
         if hasattr(streamer, "put"):
@@ -309,15 +326,19 @@ class LookaheadDecoder:
         )
 
     def _generate_batch(
-        self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad_token_id, started
+        self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad, started
     ) -> GenerationResult:
         """B > 1: decode the rows together (``lade.batch``); pad the output like ``generate``."""
-        pad = self._pad_id(pad_token_id, eos)
-        rows = []
-        if max_new_tokens > 0:
-            rows = decode_batch(
-                self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, self.shared_pool
+        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id must be an id in the vocabulary [0, {self.vocab_size}), got {pad!r}"
             )
+        if max_new_tokens == 0:
+            metrics.total_s = time.perf_counter() - started
+            return GenerationResult(ids, metrics, [DecodingMetrics() for _ in range(ids.shape[0])])
+        rows = decode_batch(
+            self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, self.shared_pool
+        )
         longest = max((len(row.generated) for row in rows), default=0)
         sequences = ids.new_full((ids.shape[0], ids.shape[1] + longest), pad)
         sequences[:, : ids.shape[1]] = ids
@@ -340,17 +361,6 @@ class LookaheadDecoder:
         for m in row_metrics:
             m.total_s = metrics.total_s
         return GenerationResult(sequences=sequences, metrics=metrics, row_metrics=row_metrics)
-
-    def _pad_id(self, pad_token_id: int | None, eos: frozenset[int]) -> int:
-        if pad_token_id is None:
-            pad_token_id = getattr(getattr(self.model, "generation_config", None), "pad_token_id", None)
-        if pad_token_id is None:
-            pad_token_id = min(eos) if eos else 0
-        if isinstance(pad_token_id, (list, tuple)):
-            pad_token_id = pad_token_id[0]
-        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) or pad_token_id < 0:
-            raise ValueError(f"pad_token_id must be a non-negative integer, got {pad_token_id!r}")
-        return pad_token_id
 
     # ------------------------------------------------------------------ the loop
 
@@ -697,13 +707,14 @@ class LookaheadDecoder:
                 )
         return input_ids.to(device=device, dtype=torch.long), valid
 
-    def _check_eos(self, eos_token_id) -> frozenset[int]:
+    def _check_eos(self, eos_token_id) -> list[int]:
+        """The EOS ids in the caller's order (the first one pads batches, as in ``generate``)."""
         if eos_token_id is None:
             eos_token_id = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         if eos_token_id is None:
-            return frozenset()
+            return []
         ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
         for token in ids:
             if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
                 raise ValueError(f"eos_token_id {token!r} is outside the vocabulary [0, {self.vocab_size})")
-        return frozenset(ids)
+        return ids

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from lade.config import Components
 from lade.data import encode, left_pad, row_outputs
-from lade.decoding import LookaheadDecoder
+from lade.decoding import LookaheadDecoder, default_pad_id
 from lade.types import STEP_STAGES
 
 WARMUP_TOKENS = 8
@@ -44,16 +44,10 @@ class HFBaseline:
             attention_mask=torch.ones_like(input_ids) if attention_mask is None else attention_mask,
             max_new_tokens=max_new_tokens,
             eos_token_id=self.eos,
-            pad_token_id=pad_id(self.model, self.eos),
+            pad_token_id=default_pad_id(self.model, self.eos),
             **controls,
         )
         return row_outputs(out, input_ids.shape[1], self.eos, max_new_tokens)
-
-
-def pad_id(model, eos: list[int]) -> int:
-    """The id that pads batches: the model's pad token, else its first EOS id, else 0."""
-    pad = getattr(model.generation_config, "pad_token_id", None)
-    return pad if pad is not None else eos[0] if eos else 0
 
 
 def sampling_controls(cfg: DictConfig) -> dict | None:
@@ -98,7 +92,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     """Run the job; return ``(metrics, prompt_rows, step_rows)``.
 
     ``metrics`` sums over prompts: compression (new tokens / steps), tokens/s of lookahead and of
-    the baseline, speedup as their ratio (over all prompts, and the median of per-prompt ratios),
+    the baseline, speedup as their ratio (over all prompts, and the median of per-batch ratios),
     identical-output count, the step time split and the acceptance histogram.
     """
     model, tokenizer = instantiate(cfg.model)
@@ -112,7 +106,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     encoded = [encode(prompt, tokenizer, components.chat_template) for prompt in components.prompts]
 
     batch_size = cfg.get("batch_size", 1)
-    pad = pad_id(model, eos)
+    pad = default_pad_id(model, eos)
 
     def lookahead(ids, mask):
         result = decoder.generate(
@@ -120,9 +114,11 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
         )
         return row_outputs(result.sequences, ids.shape[1], eos, cfg.max_new_tokens), result
 
-    # Warm-up: the first calls pay for lazy initialisation and allocator growth.
-    baseline(encoded[0], WARMUP_TOKENS)
-    decoder.generate(encoded[0], WARMUP_TOKENS, eos_token_id=eos)
+    # Warm-up on the first batch: the first calls pay for lazy initialisation, allocator growth and
+    # (auto) the latency curves of this batch size.
+    first, first_mask = left_pad(encoded[:batch_size], pad)
+    baseline(first, WARMUP_TOKENS, first_mask)
+    decoder.generate(first, WARMUP_TOKENS, attention_mask=first_mask, eos_token_id=eos, pad_token_id=pad)
 
     prompt_rows, step_rows = [], []
     histogram: dict[int, int] = {}

@@ -102,4 +102,6 @@ class GenerationResult:
 
     sequences: torch.Tensor  # [B, T + new] prompts (as given, padding kept) and generated tokens
     metrics: DecodingMetrics  # the whole call (in a batch: summed over the rows)
-    row_metrics: list[DecodingMetrics] = field(default_factory=list)  # [B] each row's own
+    # [B] each row's counts (steps, tokens, histogram, step sizes, per-step times); the stage times
+    # (time_s, prefill_s) are the batch's, in ``metrics``, and each row's total_s is the call's
+    row_metrics: list[DecodingMetrics] = field(default_factory=list)

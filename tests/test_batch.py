@@ -276,3 +276,28 @@ def test_auto_batches_measure_their_own_latency_curves(tiny_models, tmp_path):
     names = sorted(path.name.rsplit("-", 1)[-1] for path in tmp_path.glob("*.json"))
     assert names[-2:] == ["rows2.json", "rows4.json"] and len(names) == 3
     assert LookaheadDecoder(model, latency=FLAT).batch_latency(4) is None  # a given latency is used as is
+
+
+def test_finished_rows_are_padded_with_the_first_eos_id_when_the_model_has_no_pad(tiny_models):
+    model = tiny_models("llama", "sdpa")
+    ids, mask = left_padded([8, 5, 12], seed=11)
+    free = hf_batched(model, ids, mask, 20)
+    early = int(free[1, ids.shape[1] + 2])  # row 1 emits it early
+    eos = [127 if early != 127 else 126, early]  # the first id is not the smallest
+    saved = model.generation_config.pad_token_id
+    model.generation_config.pad_token_id = None
+    try:
+        reference = model.generate(
+            ids, attention_mask=mask, do_sample=False, max_new_tokens=20, eos_token_id=eos
+        )
+        result = LookaheadDecoder(model, 5, 4, 5).generate(ids, 20, attention_mask=mask, eos_token_id=eos)
+    finally:
+        model.generation_config.pad_token_id = saved
+    assert torch.equal(result.sequences, reference)
+    assert int(result.sequences[1, -1]) == eos[0]
+
+
+def test_a_batch_with_no_new_tokens_returns_the_prompts(tiny_models):
+    ids, mask = left_padded([4, 2], seed=1)
+    result = LookaheadDecoder(tiny_models("llama", "sdpa"), 3, 3, 3).generate(ids, 0, attention_mask=mask)
+    assert torch.equal(result.sequences, ids) and len(result.row_metrics) == 2
