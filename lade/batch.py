@@ -26,33 +26,15 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
 
 import torch
 
 from lade.autotune import StepPlan
 from lade.cache import commit_rows, new_cache
-from lade.interfaces import NGramPool, Proposer, Verifier
+from lade.interfaces import Verifier
 from lade.layout import additive_mask, batch_visibility
+from lade.sequence import SequenceState
 from lade.types import Candidates, DecodingMetrics
-
-
-@dataclass
-class _Row:
-    """The state of one sequence of the batch."""
-
-    index: int  # row in the caller's batch
-    committed: list[int]  # prompt (without padding) + output so far
-    proposer: Proposer
-    pool: NGramPool
-    metrics: DecodingMetrics = field(default_factory=DecodingMetrics)
-    generated: list[int] = field(default_factory=list)
-    finished: bool = False
-
-    @property
-    def position(self) -> int:
-        """Position of the last committed token."""
-        return len(self.committed) - 1
 
 
 def decode_batch(
@@ -65,7 +47,7 @@ def decode_batch(
     verifier: Verifier,
     metrics: DecodingMetrics,
     shared_pool: bool,
-) -> list[_Row]:
+) -> list[SequenceState]:
     """Decode every row of a left-padded batch; return the rows (in batch order) with their output.
 
     Args:
@@ -98,12 +80,11 @@ def decode_batch(
             pool.join(committed)
         else:
             pool.start(committed)
-        rows.append(_Row(b, committed, proposer, pool))
+        rows.append(SequenceState(b, committed, proposer, pool))
     key_length = getattr(decoder.pool, "key_length", 1)
     planner = None
     if decoder.is_auto:
-        planner = decoder._planner(rows[0].proposer)
-        planner.start(batch)
+        planner = decoder._planner(rows[0].proposer, batch)
         planner.batch_latency = decoder.batch_latency(batch)
 
     active = list(rows)
@@ -161,29 +142,13 @@ def decode_batch(
 
         keep = []
         for i, (row, verification) in enumerate(zip(active, verifications, strict=True)):
-            if plan.branch:  # as in the single-row loop: a branch step updates, even an empty branch
-                level_logits = logits[i, verified:].view(read, layout.window, -1) if read else None
-                row.pool.add(row.proposer.update(level_logits, verification))
-            else:
-                row.proposer.skip(verification)
-            if verification.candidate_index >= 0:
-                row.pool.record_hit(contexts[i], offered[i][verification.candidate_index])
-            new, stop = decoder._truncate(verification.tokens, max_new_tokens - len(row.generated), eos)
-            m = row.metrics
-            m.steps += 1
-            m.accepted_histogram[len(verification.tokens)] += 1
-            m.tokens_per_step.append(len(new))
-            m.step_sizes.append(layout.size)
-            m.branch_steps += bool(num_levels)
-            row.generated.extend(new)
-            row.committed.extend(new)
-            row.pool.observe(row.committed, len(new))
+            level_logits = logits[i, verified:].view(read, layout.window, -1) if read else None
+            _, rows_kept = row.settle(
+                verification, plan.branch, level_logits, contexts[i], offered[i], layout, max_new_tokens, eos
+            )
+            keep.append(rows_kept)
             if planner is not None:
                 planner.resolve(row.committed, row=i)
-            row.finished = stop or len(row.generated) >= max_new_tokens
-            # the last token and the accepted candidate tokens (all but the new last token)
-            accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)]
-            keep.append([0, *accepted])
         _lap(metrics, "update", step_clock)
         step_clock = time.perf_counter()
 
@@ -237,7 +202,7 @@ def _plan(decoder, planner, active, contexts, offered, prefix_len: int, max_new_
     return planner.plan([len(c) for c in offered], confidences, prefix_len, behind)
 
 
-def _levels(decoder, active: list[_Row], plan: StepPlan, device) -> torch.Tensor:
+def _levels(decoder, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:
     """The rows' lookahead branches stacked: LongTensor [B', L, W] (L = 0 when the plan has none)."""
     if not plan.branch:
         return torch.empty(len(active), 0, decoder.window, dtype=torch.long, device=device)

@@ -34,6 +34,7 @@ from lade.calibration import (
 )
 from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.layout import StepLayout, additive_mask, chain_layout, step_layout, visibility
+from lade.sequence import SequenceState
 from lade.types import Candidates, DecodingMetrics, GenerationResult, LookaheadBranch
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
@@ -390,7 +391,8 @@ class LookaheadDecoder:
         if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
             self._forward(prompt[:-1], self._layout_chain(prompt.shape[0] - 1), 0, cache)
         metrics.prefill_s = time.perf_counter() - prefill_start
-        committed = prompt.tolist()  # prompt + output so far: the pool's context and history
+        sequence = SequenceState(0, prompt.tolist(), self.proposer, self.pool, metrics)
+        committed, generated = sequence.committed, sequence.generated
         self.pool.start(committed)
         self.proposer.start(prompt, generator)
         key_length = getattr(self.pool, "key_length", 1)
@@ -398,7 +400,6 @@ class LookaheadDecoder:
         no_branch = LookaheadBranch(prompt.new_empty(0, self.window))
 
         prefix_len = len(committed) - 1  # positions in the cache = position of the last token
-        generated: list[int] = []
         timer = _Timer(metrics.time_s)
         while len(generated) < max_new_tokens:
             step_started = timer.now()
@@ -430,38 +431,21 @@ class LookaheadDecoder:
             verification = verifier.verify(logits[:verified], candidates, committed)
             timer.lap("verify")
 
-            if plan.branch:
-                levels = logits[verified:].view(read, branch.window, -1) if read else None
-                self.pool.add(self.proposer.update(levels, verification))
-            else:
-                self.proposer.skip(verification)
-            if verification.candidate_index >= 0:
-                self.pool.record_hit(context, continuations[verification.candidate_index])
-            new, stop = self._truncate(verification.tokens, max_new_tokens - len(generated), eos)
-            metrics.steps += 1
-            metrics.accepted_histogram[len(verification.tokens)] += 1
-            metrics.tokens_per_step.append(len(new))
-            metrics.step_sizes.append(layout.size)
-            metrics.branch_steps += bool(branch.num_levels)
-            generated.extend(new)
-            committed.extend(new)
-            self.pool.observe(committed, len(new))
+            levels = logits[verified:].view(read, branch.window, -1) if read else None
+            new, keep = sequence.settle(
+                verification, plan.branch, levels, context, continuations, layout, max_new_tokens, eos
+            )
             if planner is not None:
                 planner.resolve(committed)
             if streamer is not None:
                 streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
-            finished = stop or len(generated) >= max_new_tokens
             timer.lap("update")
-            if not finished:
-                # keep the last token and the accepted candidate tokens (all but the new last token)
-                accepted = [
-                    layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)
-                ]
-                commit(cache, prefix_len, layout.size, [0, *accepted])
+            if not sequence.finished:
+                commit(cache, prefix_len, layout.size, keep)
                 prefix_len += len(new)
             timer.lap("commit")
             metrics.step_times_s.append(timer.now() - step_started)
-            if finished:
+            if sequence.finished:
                 break
         return generated
 
@@ -477,70 +461,54 @@ class LookaheadDecoder:
         above = [s for s in sizes if s >= largest_step]
         wanted = sorted({s for s in sizes if s < largest_step} | set(above[:1]) | {1})
         wanted = [s for s in wanted if s < room]
-        if rows > 1:
-            return self._measure_batch_latency(wanted, repeats, contexts, rows, room)
         lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
         generator = torch.Generator().manual_seed(self.seed)
         device = self._input_device()
-        tokens = torch.randint(self.vocab_size, (lengths[-1] + wanted[-1],), generator=generator).to(device)
-        layouts = {s: self._layout_chain(s) for s in wanted}
-        rows = {s: torch.arange(s, device=device) for s in wanted}
+        text = torch.randint(self.vocab_size, (lengths[-1] + wanted[-1],), generator=generator).to(device)
         curves = []
         with torch.inference_mode():
             for context in lengths:
                 cache = new_cache()
-                self._forward(tokens[:context], self._layout_chain(context), 0, cache)
-
-                def run_step(size: int, cache=cache, context=context) -> None:
-                    self._forward(tokens[context : context + size], layouts[size], context, cache, rows[size])
-                    cache.crop(-size)
-                    if device.type == "cuda":
-                        torch.cuda.synchronize(device)
-
+                self._forward(text[:context], self._layout_chain(context), 0, cache)
+                if rows > 1:  # one row's prefill, repeated: the same text in every row, the same cost
+                    cache.batch_repeat_interleave(rows)
+                run_step = self._timed_step(text, context, cache, rows, wanted)
                 curves.append(measure(run_step, wanted, repeats, context))
         latency = None
         for curve in reversed(curves):  # the shortest context outermost, each holding the next longer
             latency = replace(curve, longer=latency)
         return latency
 
-    def _measure_batch_latency(self, wanted, repeats: int, contexts, rows: int, room: int) -> LatencyModel:
-        """``_measure_latency`` for a batch of ``rows`` rows, through the batched forward path."""
-        lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
-        generator = torch.Generator().manual_seed(self.seed)
-        device = self._input_device()
-        text = torch.randint(self.vocab_size, (lengths[-1] + wanted[-1],), generator=generator).to(device)
-        tokens = text[None].expand(rows, -1)  # the same text in every row: the cost does not care
-        positions = torch.arange(text.shape[0], device=device)[None].expand(rows, -1)
-        trees = {s: self._layout_chain(s).tree_mask for s in wanted}
-        read = {s: torch.arange(s, device=device) for s in wanted}
-        curves = []
-        with torch.inference_mode():
-            for context in lengths:
-                cache = new_cache()  # one row's prefill, repeated: the same keys and values in every row
-                self._forward(text[:context], self._layout_chain(context), 0, cache)
-                cache.batch_repeat_interleave(rows)
-                valid = torch.ones(rows, context, dtype=torch.bool, device=device)
+    def _timed_step(self, text, context: int, cache, rows: int, sizes) -> Callable[[int], None]:
+        """A step of S tokens of ``text`` after ``context`` cached ones, through the forward path a
+        decode of ``rows`` rows takes, its tokens then dropped from the cache."""
+        device = text.device
+        read = {s: torch.arange(s, device=device) for s in sizes}
+        chains = {s: self._layout_chain(s) for s in sizes}
+        if rows > 1:
+            positions = torch.arange(text.shape[0], device=device)[None].expand(rows, -1)
+            valid = torch.ones(rows, context, dtype=torch.bool, device=device)
 
-                def run_step(size: int, cache=cache, context=context, valid=valid) -> None:
-                    step = positions[:, context : context + size]
-                    masks = batch_masks(self, trees[size], valid, positions[:, :context], step)
-                    batch_forward(self, tokens[:, context : context + size], step, masks, cache, read[size])
-                    cache.crop(-size)
-                    if device.type == "cuda":
-                        torch.cuda.synchronize(device)
+        def run_step(size: int) -> None:
+            if rows == 1:
+                self._forward(text[context : context + size], chains[size], context, cache, read[size])
+            else:
+                step = positions[:, context : context + size]
+                masks = batch_masks(self, chains[size].tree_mask, valid, positions[:, :context], step)
+                tokens = text[context : context + size][None].expand(rows, -1)
+                batch_forward(self, tokens, step, masks, cache, read[size])
+            cache.crop(-size)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
-                curves.append(measure(run_step, wanted, repeats, context))
-        latency = None
-        for curve in reversed(curves):
-            latency = replace(curve, longer=latency)
-        return latency
+        return run_step
 
-    def _planner(self, proposer: Proposer | None = None) -> Planner:
+    def _planner(self, proposer: Proposer | None = None, rows: int = 1) -> Planner:
         """The decoder's planner, made on first use (``proposer``: a started one like the decoder's,
-        default the decoder's own); its acceptance records carry over from call to call (a sliding
-        window: a new text replaces them within ``history`` steps)."""
+        default the decoder's own), started for ``rows`` sequences; its acceptance records carry over
+        from call to call (a sliding window: a new text replaces them within ``history`` steps)."""
         if self._planner_state is not None:
-            self._planner_state.start()
+            self._planner_state.start(rows)
             return self._planner_state
         if self.latency is None:
             self.calibrate()
@@ -558,6 +526,7 @@ class LookaheadDecoder:
             auto_length=self.auto_ngram,
             windows=sizes,  # the planner keeps those up to `window`
         )
+        self._planner_state.start(rows)
         return self._planner_state
 
     def _plan(self, planner: Planner | None, context, continuations, position: int) -> StepPlan:
@@ -567,15 +536,6 @@ class LookaheadDecoder:
         confidence = self.pool.confidence(context, continuations)
         planner.offer(position, continuations, self.pool.harvested(context, continuations), confidence)
         return planner.plan(len(continuations), confidence, position)
-
-    @staticmethod
-    def _truncate(tokens: list[int], budget: int, eos: frozenset[int]) -> tuple[list[int], bool]:
-        """Cut a step's tokens at the token budget and just after the first EOS."""
-        tokens = tokens[:budget]
-        for i, token in enumerate(tokens):
-            if token in eos:
-                return tokens[: i + 1], True
-        return tokens, False
 
     def _forward(
         self, tokens: torch.Tensor, layout: StepLayout, prefix_len: int, cache, rows=None, timer=None
