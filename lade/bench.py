@@ -13,7 +13,8 @@ speedup over HF greedy and over the plain loop as the ratio of total times and a
 per-prompt time ratios, the share of step time spent outside the model forward, and how many
 outputs are identical to HF greedy.
 Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories),
-``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template).
+``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template);
+``synthetic``: random and repetitive token ids, for the tiny random models (no tokenizer).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench
+from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench, load_synthetic
 from lade.decoding import LookaheadDecoder, default_pool
 from lade.model import load_model
 from strategies.plain import AutoregressiveProposer
@@ -63,6 +64,7 @@ DATASETS = {  # name -> Spec-Bench categories (None: HumanEval's raw prompts)
     "translation": ["translation"],
     "qa": ["qa"],
     "rag": ["rag"],
+    "synthetic": None,  # random/repetitive token ids (lade.data.load_synthetic): tiny models, no tokenizer
 }
 METHODS = ("hf_greedy", "hf_prompt_lookup", "plain_loop", "auto")
 
@@ -71,6 +73,12 @@ def load_prompts(dataset: str, tokenizer, limit: int, spec_bench: str) -> list[t
     """Token ids [1, T] of the first ``limit`` prompts of ``dataset`` (see ``DATASETS``)."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {sorted(DATASETS)}")
+    if dataset == "synthetic":
+        return [encode(p, tokenizer) for p in load_synthetic(limit, vocab_size=128)]
+    if tokenizer is None:
+        raise ValueError(
+            f"dataset {dataset!r} is text and the model has no tokenizer; use --dataset synthetic"
+        )
     if DATASETS[dataset] is None:
         return [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(limit)]
     return [encode(p, tokenizer, "auto") for p in load_spec_bench(spec_bench, DATASETS[dataset], limit)]
@@ -269,8 +277,6 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     model, tokenizer = load_model(
         args.model, dtype=args.dtype, device=args.device, attn_implementation=args.attn
     )
-    if tokenizer is None:
-        raise ValueError(f"model {args.model!r} has no tokenizer; the benchmark needs text prompts")
     prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench) for d in datasets}
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])

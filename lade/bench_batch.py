@@ -204,8 +204,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     model, tokenizer = load_model(
         args.model, dtype=args.dtype, device=args.device, attn_implementation=args.attn
     )
-    if tokenizer is None:
-        raise ValueError(f"model {args.model!r} has no tokenizer; the benchmark needs text prompts")
     prompts = load_prompts(args.dataset, tokenizer, args.limit, args.spec_bench)
     if len(prompts) < args.limit:
         parser.error(f"{args.dataset} has only {len(prompts)} prompts, fewer than --limit {args.limit}")
