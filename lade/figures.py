@@ -123,7 +123,7 @@ def run_sweep(setting: FigureSetting, overrides: list[str], folder: str = "sweep
             *sweep_model_overrides(setting),
             *sized,
             *overrides,
-            f"hydra.sweep.dir={_shown(sweep_dir)}",
+            f"hydra.sweep.dir={repo_relative(sweep_dir)}",
         ],
     )
     frame = load_sweep(sweep_dir)
@@ -133,7 +133,7 @@ def run_sweep(setting: FigureSetting, overrides: list[str], folder: str = "sweep
     return frame
 
 
-def _shown(path: Path) -> str:
+def repo_relative(path: Path) -> str:
     """``path`` relative to the repository root when it lies inside it (shorter, portable commands)."""
     try:
         return str(path.resolve().relative_to(REPO))
@@ -185,7 +185,7 @@ def write_outputs(
     out, name = setting.out, setting.name
     written = [out / f"{name}.csv", out / f"{name}.md"]
     table.to_csv(written[0], index=False)
-    invocation = "python " + shlex.join([_shown(Path(sys.argv[0])), *sys.argv[1:]])
+    invocation = "python " + shlex.join([repo_relative(Path(sys.argv[0])), *sys.argv[1:]])
     lines = [
         f"# {title}",
         "",
@@ -204,7 +204,7 @@ def write_outputs(
         lines += ["", f"![{title}]({name}.png)"]
     written[1].write_text("\n".join(lines).rstrip() + "\n")
     for path in written:
-        print(f"wrote {_shown(path)}")
+        print(f"wrote {repo_relative(path)}")
     return written
 
 

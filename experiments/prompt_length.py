@@ -1,0 +1,171 @@
+"""Beyond the paper: compression and speedup vs prompt length, up to 4K tokens. Longer contexts make
+every forward slower (attention reads the whole cache), so the extra tokens lookahead feeds per step
+cost relatively less; and a longer prompt holds more n-grams for the pool to verify.
+
+    python experiments/prompt_length.py            # SmolLM2, prompts of 256 ... 4096 tokens
+    python experiments/prompt_length.py --quick    # tiny random model, synthetic prompts
+
+Prompts: consecutive Spec-Bench summarization articles (CNN/DailyMail) concatenated and cut to the
+target length, then "Summarize the articles above." in the chat template. HF greedy, the library's
+plain loop, HF prompt lookup and auto lookahead run on every prompt, alternating
+(``lade.bench.run``). Speedups are reported over the whole call and over decoding alone (the call
+minus one prefill, measured on the same prompt in the same rotation).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from lade.bench import build_methods, run
+from lade.data import Prompt, encode, load_spec_bench, load_synthetic
+from lade.experiment import eos_ids
+from lade.figures import figure_setting, markdown_table, pyplot, write_outputs
+from lade.model import load_model
+
+LENGTHS = "256,512,1024,2048,4096"
+QUICK_LENGTHS = "16,64"
+SPEC_BENCH = "../shared/data/spec_bench/question.jsonl"
+INSTRUCTION = "\n\nSummarize the articles above in a few sentences."
+
+
+def long_prompts(tokenizer, length: int, count: int) -> list[torch.Tensor]:
+    """``count`` prompts of about ``length`` tokens [1, ~length] (chat template included)."""
+    articles = [p.text for p in load_spec_bench(SPEC_BENCH, "summarization", None)]
+    overhead = encode_text(INSTRUCTION, tokenizer).shape[1]
+    prompts = []
+    for index in range(count):
+        ids: list[int] = []
+        start = index * 3  # different articles lead each prompt
+        for article in articles[start:] + articles[:start]:
+            ids += tokenizer(article + "\n\n").input_ids
+            if len(ids) >= length - overhead:
+                break
+        text = tokenizer.decode(ids[: length - overhead])
+        prompts.append(encode_text(text + INSTRUCTION, tokenizer))
+    return prompts
+
+
+def encode_text(text: str, tokenizer) -> torch.Tensor:
+    """Token ids [1, T] of ``text`` as one user turn (chat template when the tokenizer has one)."""
+    return encode(Prompt("long", "summarization", text=text), tokenizer, "auto")
+
+
+def prefill_method(model):
+    """A timed 'method' that only runs the prompt's forward (the prefill every method pays)."""
+
+    def call(ids):
+        with torch.inference_mode():
+            model(ids.to(model.device), use_cache=True)
+        return [], 1, float("nan")
+
+    return call
+
+
+def measure(model, prompts: list[torch.Tensor], max_new_tokens: int, label: str) -> list[dict]:
+    eos = eos_ids(model)
+    methods = build_methods(model, ["hf_prompt_lookup", "auto"], [], eos, max_new_tokens)
+    methods["prefill"] = prefill_method(model)
+    stats = run(methods, prompts, label)
+    prefill = stats.pop("prefill").seconds
+    reference = stats["hf_greedy"]
+    rows = []
+    for name, s in stats.items():
+        decode = [t - p for t, p in zip(s.seconds, prefill, strict=True)]
+        hf_decode = [t - p for t, p in zip(reference.seconds, prefill, strict=True)]
+        rows.append(
+            {
+                "method": name,
+                "prompts": len(prompts),
+                "prompt_tokens": sum(p.shape[1] for p in prompts) / len(prompts),
+                "new_tokens": sum(s.new_tokens),
+                "compression": sum(s.new_tokens) / sum(s.steps),
+                "tokens_per_s": sum(s.new_tokens) / sum(s.seconds),
+                "speedup_vs_hf_total": sum(reference.seconds) / sum(s.seconds),
+                "speedup_vs_hf_decode": sum(hf_decode) / sum(decode),
+                "prefill_s": sum(prefill) / len(prefill),
+                "identical": sum(o == r for o, r in zip(s.outputs, reference.outputs, strict=True)),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    setting, args = figure_setting(
+        "prompt_length",
+        __doc__,
+        limit=3,
+        max_new_tokens=64,
+        quick_limit=2,
+        argv=argv,
+        extra=lambda p: p.add_argument(
+            "--lengths", default=None, help=f"comma list of tokens (full: {LENGTHS})"
+        ),
+    )
+    lengths = [int(n) for n in (args.lengths or (QUICK_LENGTHS if setting.quick else LENGTHS)).split(",")]
+    model, tokenizer = load_model(setting.model)
+    context = getattr(model.config, "max_position_embeddings", None)
+    if context is not None and max(lengths) + setting.max_new_tokens > context:
+        raise ValueError(f"--lengths up to {max(lengths)} + new tokens exceed the model's context {context}")
+    setting.commands.append(
+        f"(in this process) lade.bench.run: hf_greedy, plain_loop, hf_prompt_lookup, auto and a prefill "
+        f"on {setting.limit} prompts of each length {lengths}, {setting.max_new_tokens} new tokens, "
+        f"{setting.model}"
+    )
+    print(setting.commands[-1], flush=True)
+    rows = []
+    for length in lengths:
+        if setting.quick:
+            prompts = [
+                encode(p, None) for p in load_synthetic(setting.limit, length=length, kind="repetitive")
+            ]
+        else:
+            prompts = long_prompts(tokenizer, length, setting.limit)
+        rows += [
+            {"length": length, **row}
+            for row in measure(model, prompts, setting.max_new_tokens, f"L={length}")
+        ]
+        table = pd.DataFrame(rows)
+        table.to_csv(setting.out / f"{setting.name}.partial.csv", index=False)  # kept if the run dies
+    (setting.out / f"{setting.name}.partial.csv").unlink()
+
+    view = table.assign(
+        identical=[f"{i}/{p}" for i, p in zip(table["identical"], table["prompts"], strict=True)]
+    )
+    view = view.drop(columns=["prompts", "new_tokens"])
+    markdown = markdown_table(
+        view,
+        {
+            "prompt_tokens": ".0f",
+            "compression": ".3f",
+            "tokens_per_s": ".1f",
+            "speedup_vs_hf_total": ".3f",
+            "speedup_vs_hf_decode": ".3f",
+            "prefill_s": ".2f",
+        },
+    )
+    plt = pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for method, group in table.groupby("method", sort=False):
+        if method == "hf_greedy":
+            continue
+        axes[0].plot(group["prompt_tokens"], group["compression"], "o-", label=method)
+        axes[1].plot(group["prompt_tokens"], group["speedup_vs_hf_decode"], "o-", label=method)
+    axes[1].axhline(1.0, color="k", linewidth=0.8)
+    axes[0].set_ylabel("compression (tokens / step)")
+    axes[1].set_ylabel("decoding speedup over HF greedy (prefill excluded)")
+    for axis in axes:
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("prompt length (tokens)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(f"Prompt length, {setting.max_new_tokens} new tokens, {setting.model}", fontsize=11)
+    notes = [
+        "speedup_vs_hf_total: ratio of whole-call times; speedup_vs_hf_decode: the same minus one prefill "
+        "per prompt (prefill_s, its mean), i.e. the decoding phase alone.",
+    ]
+    write_outputs(setting, table, "Compression and speedup vs prompt length", markdown, figure, notes)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The paper's analytic model of lookahead decoding's scaling (Fu et al. 2024, Section 4), and its fit.
+
+A step verifies b guesses of N - 1 tokens. If each guessed token is right with probability ``a`` and
+the guesses are independent, at least i tokens are accepted with probability 1 - (1 - a^i)^b, so
+
+    E[tokens per step] = 1 + sum_{i=1}^{N-1} (1 - (1 - a^i)^b)
+
+(the 1 is the model's own token, committed at every step; b = 1 gives speculative decoding's
+(1 - a^N) / (1 - a)). The paper takes the G guesses as independent (b = G): growing b exponentially
+grows E linearly until N caps it. Two relaxations, fitted to data by ``fit``: guesses from one
+window are correlated, so b = G^k with a free exponent k (k = 1: independent, k = 0: one guess's
+worth); and a guess whose first token is right is likely right on: a per-guess prefix of i tokens
+is right with probability a * c^(i-1), with a continuation probability c (c = a: the paper's a^i).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+GRID = np.linspace(0.001, 0.999, 999)
+
+
+def expected_tokens(acceptance, guesses, ngram, exponent: float = 1.0, continuation=None) -> np.ndarray:
+    """E[tokens per step] for G and N (arrays or scalars that broadcast with ``acceptance`` and
+    ``continuation``); G < 1 counts as 1; ``continuation=None`` is the paper's model (c = a)."""
+    acceptance = np.asarray(acceptance, dtype=float)
+    continuation = acceptance if continuation is None else np.asarray(continuation, dtype=float)
+    effective = np.maximum(np.asarray(guesses, dtype=float), 1.0) ** exponent
+    ngram = np.asarray(ngram)
+    total = np.ones(np.broadcast(acceptance, continuation, effective, ngram).shape)
+    for i in range(1, int(np.max(ngram))):
+        prefix = acceptance * continuation ** (i - 1)
+        total = total + np.where(i <= ngram - 1, 1 - (1 - prefix) ** effective, 0.0)
+    return total
+
+
+def fit(
+    guesses, ngram, compression, exponent: float | None = None, continuation: bool = False
+) -> dict[str, float]:
+    """Least-squares fit of the model to measured compression ratios at the given G and N.
+
+    Fits the acceptance ``a``, the exponent ``k`` (unless given) and, with ``continuation=True``, the
+    continuation probability ``c`` (else c = a), by grid search (a, c in 0.001..0.999, k in 0..1.5).
+    Returns ``{"acceptance", "continuation", "exponent", "rmse"}`` (RMSE in tokens per step).
+    """
+    guesses, ngram, measured = (np.asarray(x, dtype=float) for x in (guesses, ngram, compression))
+    if not (guesses.shape == ngram.shape == measured.shape) or measured.size == 0:
+        raise ValueError("fit needs equally long, non-empty guesses, ngram and compression")
+    exponents = [exponent] if exponent is not None else np.linspace(0.0, 1.5, 151)
+    a = GRID[:, None, None]  # [A, 1, 1] x [1, C, 1] x [P] points
+    c = GRID[None, ::10, None] if continuation else None  # coarse c first, refined below
+    best = None
+    for k in exponents:
+        errors = np.mean((expected_tokens(a, guesses, ngram.astype(int), k, c) - measured) ** 2, axis=-1)
+        index = np.unravel_index(np.argmin(errors), errors.shape)
+        candidate = (float(errors[index]), float(GRID[index[0]]), k, index[1])
+        best = candidate if best is None or candidate[0] < best[0] else best
+    error, acceptance, k, c_index = best
+    result = {"acceptance": acceptance, "continuation": acceptance, "exponent": float(k), "rmse": error**0.5}
+    if continuation:  # refine c on the full grid at the best k
+        errors = np.mean(
+            (expected_tokens(a, guesses, ngram.astype(int), k, GRID[None, :, None]) - measured) ** 2, -1
+        )
+        i, j = np.unravel_index(np.argmin(errors), errors.shape)
+        result.update(acceptance=float(GRID[i]), continuation=float(GRID[j]), rmse=float(errors[i, j]) ** 0.5)
+    return result

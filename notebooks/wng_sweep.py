@@ -1,0 +1,134 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # W, N, G sweep analysis
+#
+# The scaling-law sweep (`experiments/scaling_law.py`: W = 1, 2, 4, 8, 16 x N = 3, 4, 5, G = W,
+# lookahead branch only, MT-Bench, SmolLM2) loaded through `lade.results`: where compression comes
+# from, what it costs per step, how it varies from prompt to prompt, and how well the paper's
+# analytic model (`lade.scaling`) describes it.
+#
+# `QUICK = True` reruns the sweep's quick mode (tiny random model, seconds) instead of reading the
+# committed full-mode results; CI executes this notebook that way.
+
+# %% tags=["parameters"]
+QUICK = False
+
+# %%
+import subprocess
+import sys
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from lade.figures import QUICK_DIR, REPO, RESULTS_DIR
+from lade.results import load_prompts, load_steps, load_sweep, summary_table
+from lade.scaling import expected_tokens, fit
+
+if QUICK:
+    subprocess.run([sys.executable, "experiments/scaling_law.py", "--quick"], cwd=REPO, check=True)
+SWEEP = (QUICK_DIR if QUICK else RESULTS_DIR) / "scaling_law" / "sweep"
+jobs = load_sweep(SWEEP)
+prompts = load_prompts(SWEEP)
+steps = load_steps(SWEEP)
+print(f"{len(jobs)} jobs, {len(prompts)} prompt runs, {len(steps)} steps from {SWEEP.relative_to(REPO)}")
+
+# %% [markdown]
+# ## Every job, as the sweep summarised it
+
+# %%
+print(summary_table(jobs))
+
+# %% [markdown]
+# ## Compression over the W x N grid
+# Rows N, columns W (G = W). Compression = new tokens / decoding steps over all prompts.
+
+# %%
+grid = jobs.pivot_table(index="ngram", columns="window", values="compression")
+grid.round(3)
+
+# %%
+figure, axis = plt.subplots(figsize=(5, 3))
+image = axis.imshow(grid.to_numpy(), cmap="viridis", aspect="auto")
+axis.set_xticks(range(len(grid.columns)), grid.columns)
+axis.set_yticks(range(len(grid.index)), grid.index)
+axis.set_xlabel("W (= G)")
+axis.set_ylabel("N")
+for (row, column), value in np.ndenumerate(grid.to_numpy()):
+    axis.text(column, row, f"{value:.2f}", ha="center", va="center", color="w", fontsize=8)
+figure.colorbar(image, label="compression")
+plt.show()
+
+# %% [markdown]
+# ## What a step costs, and what it buys
+# Tokens fed per step grow as (W + G)(N - 1); on a CPU the forward's time grows with them, so the
+# speedup over HF greedy peaks early even as compression keeps rising.
+
+# %%
+figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+for ngram, group in jobs.groupby("ngram"):
+    axes[0].plot(group["step_tokens_mean"], group["compression"], "o-", label=f"N={ngram}")
+    axes[1].plot(group["compression"], group["speedup"], "o-", label=f"N={ngram}")
+axes[0].set_xscale("log", base=2)
+axes[0].set_xlabel("tokens fed per step (log)")
+axes[0].set_ylabel("compression")
+axes[1].set_xlabel("compression")
+axes[1].set_ylabel("speedup over HF greedy")
+axes[1].axhline(1.0, color="k", linewidth=0.8)
+for axis in axes:
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+plt.show()
+
+# %% [markdown]
+# ## Prompt to prompt
+# The per-prompt compression (from `prompts.csv`) at each W, for the largest N: the spread is as
+# large as the effect of W, which is why a sweep needs several prompts per point.
+
+# %%
+largest = prompts[prompts["ngram"] == prompts["ngram"].max()]
+per_prompt = largest.pivot_table(index="prompt", columns="window", values="compression")
+per_prompt.round(2)
+
+# %% [markdown]
+# ## Tokens per step
+# The share of steps that committed k tokens (from `steps.csv`), per W, at the largest N.
+
+# %%
+largest_steps = steps[steps["ngram"] == steps["ngram"].max()]
+shares = largest_steps.groupby("window")["tokens"].value_counts(normalize=True).unstack(fill_value=0)
+shares.round(3)
+
+# %% [markdown]
+# ## The paper's analytic model
+# E[tokens per step] = 1 + sum_i (1 - (1 - a^i)^b) with b = G^k guesses (`lade.scaling`); the paper
+# takes the guesses as independent (k = 1).
+
+# %%
+free = fit(jobs["guess"], jobs["ngram"], jobs["compression"])
+independent = fit(jobs["guess"], jobs["ngram"], jobs["compression"], exponent=1.0)
+print(f"fitted:        a = {free['acceptance']:.3f}, k = {free['exponent']:.2f}, RMSE {free['rmse']:.3f}")
+print(f"k = 1 (paper): a = {independent['acceptance']:.3f}, RMSE {independent['rmse']:.3f}")
+figure, axis = plt.subplots(figsize=(6, 3.5))
+dense = np.geomspace(1, jobs["window"].max(), 50)
+for index, (ngram, group) in enumerate(jobs.groupby("ngram")):
+    axis.plot(group["window"], group["compression"], "o", color=f"C{index}", label=f"N={ngram}")
+    axis.plot(
+        dense, expected_tokens(free["acceptance"], dense, ngram, free["exponent"]), "-", color=f"C{index}"
+    )
+    axis.plot(dense, expected_tokens(independent["acceptance"], dense, ngram), ":", color=f"C{index}")
+axis.set_xscale("log", base=2)
+axis.set_xlabel("W = G (log)")
+axis.set_ylabel("compression")
+axis.set_title("points: measured; solid: fitted k; dotted: k = 1", fontsize=9)
+axis.legend(fontsize=8)
+axis.grid(alpha=0.3)
+plt.show()

@@ -1,0 +1,150 @@
+"""The paper-figure scripts (experiments/) in quick mode, and the pieces they are built from
+(lade.figures, lade.scaling)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lade.figures import REPO, figure_setting, markdown_table
+from lade.scaling import expected_tokens, fit
+
+SCRIPTS = ["scaling_law", "token_budget", "ablations", "sampling", "datasets", "prompt_length", "batch_size"]
+
+
+def run_quick(name: str, out: Path) -> pd.DataFrame:
+    """Run experiments/NAME.py --quick into out/NAME; check its three outputs; return its CSV."""
+    completed = subprocess.run(
+        [sys.executable, f"experiments/{name}.py", "--quick", "--out", str(out / name)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "$ python -m lade." in completed.stdout or "(in this process)" in completed.stdout
+    for suffix in (".csv", ".md", ".png"):
+        assert (out / name / f"{name}{suffix}").stat().st_size > 0
+    markdown = (out / name / f"{name}.md").read_text()
+    assert f"experiments/{name}.py --quick" in markdown and "| " in markdown
+    return pd.read_csv(out / name / f"{name}.csv")
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    return tmp_path_factory.mktemp("figures")
+
+
+def test_every_script_is_tested():
+    assert sorted(p.stem for p in (REPO / "experiments").glob("*.py") if p.stem in SCRIPTS) == sorted(SCRIPTS)
+
+
+def test_scaling_law_and_token_budget(outputs):
+    budget = run_quick("token_budget", outputs)  # runs the scaling-law sweep in outputs/scaling_law
+    table = run_quick("scaling_law", outputs)  # resumes it: every job completed before
+    assert set(zip(table["window"], table["ngram"], strict=True)) == {(1, 3), (4, 3), (1, 4), (4, 4)}
+    assert (table["guess"] == table["window"]).all()
+    assert (table["identical"] == table["prompts"]).all()
+    assert np.allclose(budget["token_budget"], (budget["window"] + budget["guess"]) * (budget["ngram"] - 1))
+    assert (budget["flops_per_step"] > 0).all()
+    assert 0 < table["full_acceptance"].iloc[0] < 1 and table["paper_exponent"].iloc[0] == 1.0
+
+
+def test_ablations(outputs):
+    table = run_quick("ablations", outputs)
+    assert {
+        "reference",
+        "prompt_only",
+        "seed_prompt",
+        "guess_1",
+        "gauss_seidel",
+        "evict_lfu",
+        "plain",
+    } <= set(table["ablation"])
+    assert (table["identical"] == table["prompts"]).all()
+    assert (table.loc[table["ablation"] == "plain", "compression"] == 1.0).all()
+
+
+def test_sampling(outputs):
+    table = run_quick("sampling", outputs)
+    assert sorted(table["temperature"]) == [0.0, 0.7, 1.0]
+    greedy = table[table["temperature"] == 0.0]
+    assert (greedy["identical"] == greedy["prompts"]).all()
+    assert table.loc[table["temperature"] > 0, "identical"].isna().all()  # sampled: not comparable
+
+
+def test_datasets(outputs):
+    table = run_quick("datasets", outputs)
+    assert list(table["method"]) == [
+        "hf_greedy", "plain_loop", "hf_prompt_lookup", "auto", "lookahead W=7 N=5 G=7"
+    ]  # fmt: skip
+    assert (table["identical_to_hf"] == table["prompts"]).all()
+    assert {"speedup_vs_hf_total", "speedup_vs_hf_median", "compression", "tokens_per_s"} <= set(table)
+
+
+def test_prompt_length(outputs):
+    table = run_quick("prompt_length", outputs)
+    assert sorted(set(table["length"])) == [16, 64]
+    assert (table["identical"] == table["prompts"]).all()
+    assert not (outputs / "prompt_length" / "prompt_length.partial.csv").exists()
+
+
+def test_batch_size(outputs):
+    table = run_quick("batch_size", outputs)
+    assert sorted(set(table["batch_size"])) == [1, 2, 4]
+    assert (table["identical_to_hf"] == table["rows"]).all()
+
+
+def test_expected_tokens_is_speculative_decoding_for_one_guess():
+    a, n = 0.6, 5
+    assert expected_tokens(a, 1, n) == pytest.approx((1 - a**n) / (1 - a))
+    assert expected_tokens(0.0, 7, 5) == 1.0 and expected_tokens(1.0, 7, 5) == 5.0
+    more = expected_tokens(0.5, np.array([1, 2, 4, 8]), 5)
+    assert np.all(np.diff(more) > 0) and np.all(more <= 5)
+
+
+def test_fit_recovers_the_model_parameters():
+    guesses, ngram = np.meshgrid([1, 2, 4, 8, 16], [3, 4, 5])
+    measured = expected_tokens(0.35, guesses.ravel(), ngram.ravel(), 0.6)
+    found = fit(guesses.ravel(), ngram.ravel(), measured)
+    assert found["acceptance"] == pytest.approx(0.35, abs=0.002)
+    assert found["exponent"] == pytest.approx(0.6, abs=0.011)
+    assert found["rmse"] < 1e-2
+    assert fit(guesses.ravel(), ngram.ravel(), measured, exponent=1.0)["exponent"] == 1.0
+    correlated = expected_tokens(0.2, guesses.ravel(), ngram.ravel(), 0.5, continuation=0.8)
+    found = fit(guesses.ravel(), ngram.ravel(), correlated, exponent=0.5, continuation=True)
+    assert (found["acceptance"], found["continuation"]) == (
+        pytest.approx(0.2, abs=0.002),
+        pytest.approx(0.8, abs=0.002),
+    )
+    with pytest.raises(ValueError, match="equally long"):
+        fit([1, 2], [3], [1.0, 1.1])
+
+
+def test_figure_setting_modes_and_bad_values(tmp_path):
+    quick, _ = figure_setting(
+        "demo", "", limit=6, max_new_tokens=64, argv=["--quick", "--out", str(tmp_path)]
+    )
+    assert (quick.quick, quick.limit, quick.max_new_tokens, quick.model) == (True, 2, 12, "tiny-random-llama")
+    full, _ = figure_setting(
+        "demo", "", limit=6, max_new_tokens=64, argv=["--out", str(tmp_path), "--limit", "3"]
+    )
+    assert (full.quick, full.limit, full.max_new_tokens, full.model) == (False, 3, 64, "smollm2")
+    with pytest.raises(SystemExit):
+        figure_setting("demo", "", limit=6, max_new_tokens=64, argv=["--limit", "0"])
+    with pytest.raises(SystemExit):
+        figure_setting("demo", "", limit=6, max_new_tokens=64, argv=["--quick", "--model", "smollm2"])
+
+
+def test_markdown_table_formats_and_missing_values():
+    frame = pd.DataFrame({"name": ["a", "b"], "x": [1.23456, float("nan")]})
+    assert markdown_table(frame, {"x": ".2f"}).splitlines() == [
+        "| name | x |",
+        "|---|---|",
+        "| a | 1.23 |",
+        "| b | - |",
+    ]
