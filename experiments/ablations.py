@@ -1,5 +1,6 @@
-"""The ablations (paper Section 5.3, Table 3 and the design choices around it): one factor at a time
-around the reference setting W=7, N=5, G=7 (Jacobi, LRU eviction, one-token keys, no prompt seeding).
+"""The ablations (the paper's ablation of its two branches and of prompt as reference, and the
+design choices around them): one factor at a time around the reference setting W=7, N=5, G=7
+(Jacobi, LRU eviction, one-token keys, no prompt seeding).
 
     python experiments/ablations.py            # SmolLM2, HumanEval + MT-Bench
     python experiments/ablations.py --quick

@@ -1,7 +1,8 @@
-"""Speedup and compression per dataset, side by side with the baselines (paper Figure 5 and Table 1's
-setting: greedy, one prompt at a time): HF ``generate`` greedy, the library's plain loop, HF prompt
-lookup decoding (``prompt_lookup_num_tokens=10``), lookahead with auto W, N, G (the library default)
-and the paper's W=7 N=5 G=7, alternating per prompt in one process (``python -m lade.bench``).
+"""Speedup and compression per dataset, side by side with the baselines (the setting of the
+paper's main evaluation: greedy, one prompt at a time): HF ``generate`` greedy, the library's plain
+loop, HF prompt lookup decoding (``prompt_lookup_num_tokens=10``), lookahead with auto W, N, G (the
+library default) and the paper's W=7 N=5 G=7, alternating per prompt in one process
+(``python -m lade.bench``).
 
     python experiments/datasets.py            # SmolLM2; HumanEval + 6 Spec-Bench categories
     python experiments/datasets.py --quick    # tiny random model, synthetic prompts

@@ -1,4 +1,4 @@
-"""Sampling (paper Section 3.3, lossless sampling): compression and speedup at temperature 0
+"""Sampling (the paper's lossless sampling verification): compression and speedup at temperature 0
 (greedy), 0.7 and 1.0, W=7 N=5 G=7, against HF ``generate`` sampling with the same controls.
 
     python experiments/sampling.py            # SmolLM2, HumanEval + MT-Bench

@@ -1,10 +1,10 @@
-"""The scaling law (paper Section 4, Figure 4): compression ratio vs window size W for several n-gram
+"""The scaling law (the paper's scaling-law analysis): compression ratio vs window size W for several n-gram
 sizes N, with G = W, and the paper's analytic model fitted to it.
 
     python experiments/scaling_law.py            # SmolLM2, MT-Bench, W = 1,2,4,8,16 x N = 3,4,5
     python experiments/scaling_law.py --quick    # tiny random model, seconds
 
-The model (lade/scaling.py, paper Section 4): E[tokens per step] = 1 + sum_{i=1}^{N-1} (1 - (1 - a^i)^b)
+The model (lade/scaling.py, after the paper's): E[tokens per step] = 1 + sum_{i=1}^{N-1} (1 - (1 - a^i)^b)
 for b = G independent guesses whose tokens are each right with probability a. We fit it, and two
 relaxations: b = G^k (guesses from one window are correlated) and a guess's first i tokens right with
 probability a * c^(i-1) (once a guess starts right it tends to stay right), and report all three.

@@ -1,5 +1,6 @@
-"""Compression vs per-step cost (paper Figure 4 and Section 4's log(FLOPs) claim): the compression
-ratio against the per-step token budget (W + G)(N - 1) and against the FLOPs per step, log scale.
+"""Compression vs per-step cost (the paper's claim: decoding steps fall linearly in log(FLOPs)
+per step): the compression ratio against the per-step token budget (W + G)(N - 1) and against the
+FLOPs per step, log scale.
 
     python experiments/token_budget.py            # reads (or runs) the scaling-law sweep on SmolLM2
     python experiments/token_budget.py --quick
