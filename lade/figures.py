@@ -218,3 +218,26 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def execute_notebook(source: Path, quick: bool, timeout: int = 900):
+    """Run a jupytext notebook (``notebooks/NAME.py``) top to bottom and return it with its outputs.
+
+    Its cell tagged ``parameters`` is replaced by ``QUICK = True/False`` (papermill's convention): quick
+    reruns the experiment on the tiny random model, full reads the committed results."""
+    try:
+        import jupytext
+        import nbclient
+    except ImportError as err:  # pragma: no cover - a declared extra
+        raise ImportError("notebooks need jupytext and nbclient: pip install -e '.[figures]'") from err
+    notebook = jupytext.read(source)
+    cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"{source} needs exactly one cell tagged 'parameters', found {len(cells)}")
+    cells[0].source = f"QUICK = {quick}"
+    client = nbclient.NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(source.parent)}}
+    )
+    client.execute()
+    cells[0].source = "QUICK = False"  # what the paired source says
+    return notebook
