@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> None:
     table["flops_per_step"] = 2.0 * parameters * table["step_tokens_mean"]
 
     slope, intercept = np.polyfit(np.log2(table["flops_per_step"]), table["compression"], 1)
+    slopes = {  # per N: tokens/step gained per doubling of FLOPs per step
+        ngram: np.polyfit(np.log2(group["flops_per_step"]), group["compression"], 1)[0]
+        for ngram, group in table.groupby("ngram")
+    }
     plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for index, (ngram, group) in enumerate(table.groupby("ngram")):
@@ -74,7 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     notes = [
         f"Least-squares line over all points: compression = {slope:.3f} x log2(FLOPs per step) "
-        f"+ {intercept:.2f}.",
+        f"{intercept:+.2f}; per N, tokens/step gained per doubling of FLOPs: "
+        + ", ".join(f"N={n}: {v:.3f}" for n, v in slopes.items())
+        + ".",
         f"Parameters: {parameters:,} ({setting.model}).",
     ]
     write_outputs(setting, table, "Compression vs per-step token budget and FLOPs", markdown, figure, notes)
