@@ -20,12 +20,12 @@ import torch
 from lade.bench import build_methods, run
 from lade.data import Prompt, encode, load_spec_bench, load_synthetic
 from lade.experiment import eos_ids
-from lade.figures import figure_setting, markdown_table, pyplot, write_outputs
+from lade.figures import REPO, figure_setting, markdown_table, pyplot, write_outputs
 from lade.model import load_model
 
 LENGTHS = "256,512,1024,2048,4096"
 QUICK_LENGTHS = "16,64"
-SPEC_BENCH = "../shared/data/spec_bench/question.jsonl"
+SPEC_BENCH = REPO.parent / "shared" / "data" / "spec_bench" / "question.jsonl"  # wherever this runs from
 INSTRUCTION = "\n\nSummarize the articles above in a few sentences."
 
 
@@ -63,6 +63,8 @@ def prefill_method(model):
 
 
 def measure(model, prompts: list[torch.Tensor], max_new_tokens: int, label: str) -> list[dict]:
+    """HF greedy, the plain loop, HF prompt lookup, auto and a bare prefill on ``prompts`` [1, T],
+    rotating per prompt (``lade.bench.run``); one summary row per method."""
     eos = eos_ids(model)
     methods = build_methods(model, ["hf_prompt_lookup", "auto"], [], eos, max_new_tokens)
     methods["prefill"] = prefill_method(model)
