@@ -18,7 +18,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lade.figures import figure_setting, markdown_table, pyplot, run_sweep, write_outputs
+from lade.figures import (
+    dataset_names,
+    figure_setting,
+    identical_counts,
+    markdown_table,
+    pyplot,
+    run_sweep,
+    write_outputs,
+)
 
 # the order of the table and the figure, with what each ablation changes
 ABLATIONS = {
@@ -42,7 +50,7 @@ def run(setting) -> pd.DataFrame:
     # full: the experiment sweeps data=humaneval,mt_bench; quick mode's data=synthetic overrides it
     frame = run_sweep(setting, ["experiment=strategy_ablation"])
     frame = frame.rename(columns={"tag": "ablation"})
-    frame["dataset"] = frame["data"].where(frame["data"] != "spec_bench", "mt_bench")
+    frame["dataset"] = dataset_names(frame)
     frame["change"] = frame["ablation"].map(ABLATIONS)
     frame["order"] = frame["ablation"].map({name: i for i, name in enumerate(ABLATIONS)})
     columns = ["ablation", "change", "dataset", "compression", "speedup", "tokens_per_s"]
@@ -55,21 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     table = run(setting)
     datasets = list(dict.fromkeys(table["dataset"]))
 
-    wide = table.pivot(
-        index="ablation", columns="dataset", values=["compression", "speedup", "identical", "prompts"]
-    )
-    wide = wide.reindex([a for a in ABLATIONS if a in wide.index])
-    rows = []
-    for ablation, values in wide.iterrows():
-        row = {"ablation": ablation, "change": ABLATIONS[ablation]}
-        for dataset in datasets:
-            row[f"{dataset} compression"] = values[("compression", dataset)]
-            row[f"{dataset} speedup"] = values[("speedup", dataset)]
-            row[f"{dataset} identical"] = (
-                f"{int(values[('identical', dataset)])}/{int(values[('prompts', dataset)])}"
-            )
-        rows.append(row)
-    view = pd.DataFrame(rows)
+    cells = table.assign(identical=identical_counts(table["identical"], table["prompts"]))
+    wide = cells.pivot(index="ablation", columns="dataset", values=["compression", "speedup", "identical"])
+    wide.columns = [f"{dataset} {measure}" for measure, dataset in wide.columns]
+    order = [f"{d} {m}" for d in datasets for m in ("compression", "speedup", "identical")]
+    view = wide.reindex([a for a in ABLATIONS if a in wide.index])[order].reset_index()
+    view.insert(1, "change", view["ablation"].map(ABLATIONS))
     markdown = markdown_table(
         view, {c: ".3f" for c in view.columns if c.endswith(("compression", "speedup"))}
     )

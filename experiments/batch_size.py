@@ -16,7 +16,15 @@ import json
 
 import pandas as pd
 
-from lade.figures import figure_setting, markdown_table, pyplot, repo_relative, run_command, write_outputs
+from lade.figures import (
+    figure_setting,
+    identical_counts,
+    line_panels,
+    markdown_table,
+    repo_relative,
+    run_command,
+    write_outputs,
+)
 
 
 def run(setting, batch_sizes: str) -> tuple[pd.DataFrame, dict]:
@@ -55,9 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     table, crossing = run(setting, args.batch_sizes or ("1,2,4" if setting.quick else "1,2,4,8,16"))
 
-    view = table.assign(
-        identical=[f"{i}/{r}" for i, r in zip(table["identical_to_hf"], table["rows"], strict=True)]
-    )
+    view = table.assign(identical=identical_counts(table["identical_to_hf"], table["rows"]))
     view = view[
         [
             "batch_size",
@@ -80,23 +86,16 @@ def main(argv: list[str] | None = None) -> None:
             "outside_forward": ".1%",
         },
     )
-    plt = pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for method, group in table.groupby("method", sort=False):
-        axes[0].plot(group["batch_size"], group["tokens_per_s"], "o-", label=method)
-        if method != "plain_loop":
-            axes[1].plot(group["batch_size"], group["vs_plain_total"], "o-", label=method)
-    axes[1].axhline(1.0, color="k", linewidth=0.8)
-    axes[0].set_ylabel("tokens/s, all rows")
-    axes[1].set_ylabel("throughput over the plain batched loop")
-    for axis in axes:
-        axis.set_xscale("log", base=2)
-        axis.set_xlabel("batch size B")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle(
-        f"Batch size, {setting.limit} prompts x {setting.max_new_tokens} new tokens, {setting.model}",
-        fontsize=11,
+    figure = line_panels(
+        table,
+        "batch_size",
+        [
+            ("tokens_per_s", "tokens/s, all rows"),
+            ("vs_plain_total", "throughput over the plain batched loop"),
+        ],
+        by="method",
+        xlabel="batch size B",
+        title=f"Batch size, {setting.limit} prompts x {setting.max_new_tokens} new tokens, {setting.model}",
     )
     notes = [
         "Crossover (first B where the method is not faster than the faster of HF batched greedy and the "

@@ -19,7 +19,15 @@ import json
 import numpy as np
 import pandas as pd
 
-from lade.figures import figure_setting, markdown_table, pyplot, repo_relative, run_command, write_outputs
+from lade.figures import (
+    figure_setting,
+    identical_counts,
+    markdown_table,
+    pyplot,
+    repo_relative,
+    run_command,
+    write_outputs,
+)
 
 DATASETS = "humaneval,mt_bench,gsm8k,summarization,translation,qa,rag"
 CONFIG = "7,5,7"  # the paper's setting for 7B models
@@ -42,9 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     datasets = list(dict.fromkeys(table["dataset"]))
     methods = list(dict.fromkeys(table["method"]))
 
-    view = table.assign(
-        identical=[f"{i}/{p}" for i, p in zip(table["identical_to_hf"], table["prompts"], strict=True)]
-    )[
+    view = table.assign(identical=identical_counts(table["identical_to_hf"], table["prompts"]))[
         [
             "dataset",
             "method",

@@ -20,7 +20,7 @@ import torch
 from lade.bench import build_methods, run
 from lade.data import Prompt, encode, load_spec_bench, load_synthetic
 from lade.experiment import eos_ids
-from lade.figures import REPO, figure_setting, markdown_table, pyplot, write_outputs
+from lade.figures import REPO, figure_setting, identical_counts, line_panels, markdown_table, write_outputs
 from lade.model import load_model
 
 LENGTHS = "256,512,1024,2048,4096"
@@ -131,9 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         table.to_csv(setting.out / f"{setting.name}.partial.csv", index=False)  # kept if the run dies
     (setting.out / f"{setting.name}.partial.csv").unlink()
 
-    view = table.assign(
-        identical=[f"{i}/{p}" for i, p in zip(table["identical"], table["prompts"], strict=True)]
-    )
+    view = table.assign(identical=identical_counts(table["identical"], table["prompts"]))
     view = view.drop(columns=["prompts", "new_tokens"])
     markdown = markdown_table(
         view,
@@ -146,22 +144,18 @@ def main(argv: list[str] | None = None) -> None:
             "prefill_s": ".2f",
         },
     )
-    plt = pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for method, group in table.groupby("method", sort=False):
-        if method == "hf_greedy":
-            continue
-        axes[0].plot(group["prompt_tokens"], group["compression"], "o-", label=method)
-        axes[1].plot(group["prompt_tokens"], group["speedup_vs_hf_decode"], "o-", label=method)
-    axes[1].axhline(1.0, color="k", linewidth=0.8)
-    axes[0].set_ylabel("compression (tokens / step)")
-    axes[1].set_ylabel("decoding speedup over HF greedy (prefill excluded)")
-    for axis in axes:
-        axis.set_xscale("log", base=2)
-        axis.set_xlabel("prompt length (tokens)")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle(f"Prompt length, {setting.max_new_tokens} new tokens, {setting.model}", fontsize=11)
+    figure = line_panels(
+        table,
+        "prompt_tokens",
+        [
+            ("compression", "compression (tokens / step)"),
+            ("speedup_vs_hf_decode", "decoding speedup over HF greedy (prefill excluded)"),
+        ],
+        by="method",
+        xlabel="prompt length (tokens)",
+        title=f"Prompt length, {setting.max_new_tokens} new tokens, {setting.model}",
+        skip=("hf_greedy",),
+    )
     notes = [
         "speedup_vs_hf_total: ratio of whole-call times; speedup_vs_hf_decode: the same minus one prefill "
         "per prompt (prefill_s, its mean), i.e. the decoding phase alone.",

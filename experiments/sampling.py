@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lade.figures import figure_setting, markdown_table, pyplot, run_sweep, write_outputs
+from lade.figures import (
+    dataset_names,
+    figure_setting,
+    identical_counts,
+    line_panels,
+    markdown_table,
+    run_sweep,
+    write_outputs,
+)
 
 TEMPERATURES = "0.7,1.0"
 
@@ -28,7 +36,7 @@ def run(setting) -> pd.DataFrame:
     )
     greedy["temperature"] = 0.0
     frame = pd.concat([greedy, sampled], ignore_index=True)
-    frame["dataset"] = frame["data"].replace({"spec_bench": "mt_bench"})
+    frame["dataset"] = dataset_names(frame)
     columns = ["dataset", "temperature", "compression", "speedup", "tokens_per_s", "baseline_tokens_per_s"]
     columns += ["identical", "prompts"]
     return frame[columns].sort_values(["dataset", "temperature"]).reset_index(drop=True)
@@ -37,23 +45,20 @@ def run(setting) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     setting, _ = figure_setting("sampling", __doc__, limit=6, max_new_tokens=64, argv=argv)
     table = run(setting)
-    plt = pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for dataset, group in table.groupby("dataset"):
-        axes[0].plot(group["temperature"], group["compression"], "o-", label=dataset)
-        axes[1].plot(group["temperature"], group["speedup"], "o-", label=dataset)
-    axes[0].set_ylabel("compression ratio (tokens / step)")
-    axes[1].set_ylabel("speedup over HF generate (same controls)")
-    for axis in axes:
-        axis.set_xlabel("temperature (0 = greedy)")
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle(f"Sampling, W=7 N=5 G=7, {setting.model}", fontsize=11)
+    figure = line_panels(
+        table,
+        "temperature",
+        [
+            ("compression", "compression ratio (tokens / step)"),
+            ("speedup", "speedup over HF generate (same controls)"),
+        ],
+        by="dataset",
+        xlabel="temperature (0 = greedy)",
+        title=f"Sampling, W=7 N=5 G=7, {setting.model}",
+        log_x=False,
+    )
     view = table.assign(
-        identical=[
-            f"{int(i)}/{int(p)}" if pd.notna(i) else "(sampled)"
-            for i, p in zip(table["identical"], table["prompts"], strict=True)
-        ]
+        identical=identical_counts(table["identical"], table["prompts"], missing="(sampled)")
     ).drop(columns=["prompts"])
     markdown = markdown_table(
         view, {"compression": ".3f", "speedup": ".3f", "tokens_per_s": ".1f", "baseline_tokens_per_s": ".1f"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lade.figures import figure_setting, markdown_table, pyplot, run_sweep, write_outputs
+from lade.figures import figure_setting, identical_counts, markdown_table, pyplot, run_sweep, write_outputs
 from lade.scaling import expected_tokens, fit
 
 WINDOWS = "1,2,4,8,16"
@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7, ncol=2)
 
-    view = table.assign(
-        identical=[f"{i}/{p}" for i, p in zip(table["identical"], table["prompts"], strict=True)]
-    ).drop(columns=["prompts"])
+    view = table.assign(identical=identical_counts(table["identical"], table["prompts"])).drop(
+        columns=["prompts"]
+    )
     markdown = markdown_table(
         view,
         {c: ".3f" for c in ("compression", "speedup", "model_fitted", "model_paper")}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lade.data import MT_BENCH_CATEGORIES
 from lade.results import load_sweep
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,6 +157,65 @@ def markdown_table(frame: pd.DataFrame, formats: dict[str, str] | None = None) -
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, row, strict=True)) + " |")
     return "\n".join(lines)
+
+
+def identical_counts(identical, total, missing: str = "-") -> list[str]:
+    """``k/n`` table cells of identical-output counts; ``missing`` where a count is NaN (sampled runs)."""
+    return [missing if pd.isna(i) else f"{int(i)}/{int(n)}" for i, n in zip(identical, total, strict=True)]
+
+
+def dataset_names(frame: pd.DataFrame) -> pd.Series:
+    """Each job's dataset name from its ``data`` and ``category`` parameters (``lade.experiment.describe``):
+    the loader's name (humaneval, synthetic, jsonl), or for Spec-Bench its category, ``mt_bench`` for
+    the 8 MT-Bench categories together."""
+    mt_bench = str(list(MT_BENCH_CATEGORIES))
+
+    def name(data, category) -> str:
+        if data != "spec_bench":
+            return data
+        return "mt_bench" if category == mt_bench else str(category)
+
+    categories = frame["category"] if "category" in frame else [None] * len(frame)
+    return pd.Series([name(d, c) for d, c in zip(frame["data"], categories, strict=True)], index=frame.index)
+
+
+def experiment_sweep(name: str, quick: bool, folder: str = "sweep") -> Path:
+    """The sweep folder behind ``experiments/NAME.py``: the committed full-mode one, or with ``quick``
+    the one a fresh ``--quick`` run of the script writes (it is run first). For notebooks."""
+    if quick:
+        subprocess.run([sys.executable, f"experiments/{name}.py", "--quick"], cwd=REPO, check=True)
+    return (QUICK_DIR if quick else RESULTS_DIR) / name / folder
+
+
+def line_panels(
+    table: pd.DataFrame,
+    x: str,
+    panels: list[tuple[str, str]],
+    by: str,
+    xlabel: str,
+    title: str,
+    log_x: bool = True,
+    skip: tuple[str, ...] = (),
+):
+    """A figure of side-by-side panels, one per ``(column, ylabel)`` of ``panels``, each with one line
+    per ``by`` group (groups in ``skip`` left out) against ``x``; panels whose label mentions
+    "speedup" or "over" get a reference line at 1."""
+    plt = pyplot()
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for axis, (column, ylabel) in zip(axes[0], panels, strict=True):
+        for group, rows in table.groupby(by, sort=False):
+            if group not in skip:
+                axis.plot(rows[x], rows[column], "o-", label=group)
+        if "speedup" in ylabel or "over" in ylabel:
+            axis.axhline(1.0, color="k", linewidth=0.8)
+        if log_x:
+            axis.set_xscale("log", base=2)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(title, fontsize=11)
+    return figure
 
 
 def git_commit() -> str:

@@ -53,9 +53,9 @@ def fit(
     for k in exponents:
         errors = np.mean((expected_tokens(a, guesses, ngram.astype(int), k, c) - measured) ** 2, axis=-1)
         index = np.unravel_index(np.argmin(errors), errors.shape)
-        candidate = (float(errors[index]), float(GRID[index[0]]), k, index[1])
+        candidate = (float(errors[index]), float(GRID[index[0]]), k)
         best = candidate if best is None or candidate[0] < best[0] else best
-    error, acceptance, k, c_index = best
+    error, acceptance, k = best
     result = {"acceptance": acceptance, "continuation": acceptance, "exponent": float(k), "rmse": error**0.5}
     if continuation:  # refine c on the full grid at the best k
         errors = np.mean(

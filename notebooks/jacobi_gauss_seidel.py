@@ -24,29 +24,18 @@
 QUICK = False
 
 # %%
-import subprocess
-import sys
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lade.figures import QUICK_DIR, REPO, RESULTS_DIR
+from lade.figures import REPO, dataset_names, experiment_sweep
 from lade.results import load_prompts, load_steps, load_sweep
 
-if QUICK:
-    subprocess.run([sys.executable, "experiments/ablations.py", "--quick"], cwd=REPO, check=True)
-SWEEP = (QUICK_DIR if QUICK else RESULTS_DIR) / "ablations" / "sweep"
+SWEEP = experiment_sweep("ablations", QUICK)
 PROPOSERS = ["reference", "gauss_seidel"]
-jobs = load_sweep(SWEEP)
-jobs = jobs[jobs["tag"].isin(PROPOSERS)].assign(
-    dataset=lambda f: f["data"].replace({"spec_bench": "mt_bench"})
+jobs, steps, prompts = (
+    frame[frame["tag"].isin(PROPOSERS)].assign(dataset=dataset_names)
+    for frame in (load_sweep(SWEEP), load_steps(SWEEP), load_prompts(SWEEP))
 )
-steps = load_steps(SWEEP)
-steps = steps[steps["tag"].isin(PROPOSERS)].assign(
-    dataset=lambda f: f["data"].replace({"spec_bench": "mt_bench"})
-)
-prompts = load_prompts(SWEEP)
-prompts = prompts[prompts["tag"].isin(PROPOSERS)]
 print(f"{len(jobs)} jobs, {len(steps)} steps from {SWEEP.relative_to(REPO)}")
 
 # %% [markdown]

@@ -23,21 +23,14 @@
 QUICK = False
 
 # %%
-import subprocess
-import sys
-
 import matplotlib.pyplot as plt
 
-from lade.figures import QUICK_DIR, REPO, RESULTS_DIR
+from lade.figures import REPO, dataset_names, experiment_sweep
 from lade.results import load_prompts, load_sweep
 
-if QUICK:
-    subprocess.run([sys.executable, "experiments/ablations.py", "--quick"], cwd=REPO, check=True)
-SWEEP = (QUICK_DIR if QUICK else RESULTS_DIR) / "ablations" / "sweep"
-jobs = load_sweep(SWEEP)
-prompts = load_prompts(SWEEP)
-jobs["dataset"] = jobs["data"].replace({"spec_bench": "mt_bench"})
-prompts["dataset"] = prompts["data"].replace({"spec_bench": "mt_bench"})
+SWEEP = experiment_sweep("ablations", QUICK)
+jobs = load_sweep(SWEEP).assign(dataset=dataset_names)
+prompts = load_prompts(SWEEP).assign(dataset=dataset_names)
 print(f"{len(jobs)} jobs, {len(prompts)} prompt runs from {SWEEP.relative_to(REPO)}")
 
 # %% [markdown]

@@ -23,19 +23,14 @@
 QUICK = False
 
 # %%
-import subprocess
-import sys
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-from lade.figures import QUICK_DIR, REPO, RESULTS_DIR
+from lade.figures import REPO, experiment_sweep
 from lade.results import load_prompts, load_steps, load_sweep, summary_table
 from lade.scaling import expected_tokens, fit
 
-if QUICK:
-    subprocess.run([sys.executable, "experiments/scaling_law.py", "--quick"], cwd=REPO, check=True)
-SWEEP = (QUICK_DIR if QUICK else RESULTS_DIR) / "scaling_law" / "sweep"
+SWEEP = experiment_sweep("scaling_law", QUICK)
 jobs = load_sweep(SWEEP)
 prompts = load_prompts(SWEEP)
 steps = load_steps(SWEEP)
