@@ -31,18 +31,17 @@ import torch
 
 from lade.autotune import StepPlan
 from lade.cache import commit_rows, new_cache
+from lade.flex import block_masks
+from lade.generation import CallSettings
 from lade.interfaces import Verifier
 from lade.layout import additive_mask, batch_visibility
-from lade.sequence import SequenceState
+from lade.sequence import SequenceState, new_row
 from lade.types import Candidates, DecodingMetrics
 
 
 def decode_batch(
     decoder,
-    ids: torch.Tensor,
-    valid: torch.Tensor,
-    max_new_tokens: int,
-    eos: frozenset[int],
+    settings: CallSettings,
     generator: torch.Generator | None,
     verifier: Verifier,
     metrics: DecodingMetrics,
@@ -52,13 +51,16 @@ def decode_batch(
 
     Args:
         decoder: the ``LookaheadDecoder`` whose settings and strategies (copied per row) are used.
-        ids: LongTensor [B, T], left-padded prompts on the model's input device.
-        valid: BoolTensor [B, T], False at padding (each row: zeros then ones, at least one one).
-        max_new_tokens: >= 1.
-        eos, generator, verifier, metrics: as in ``LookaheadDecoder._decode``; ``metrics`` receives
+        settings: the call's (``lade.generation``): ``input_ids`` [B, T] left-padded on the model's input
+            device, ``valid`` [B, T] (False at padding; every row ends with a real token), the stopping
+            rule (``max_new_tokens`` >= 1), the processors and what to record.
+        generator, verifier, metrics: as in ``LookaheadDecoder._decode``; ``metrics`` receives
             the stage times, ``forward_passes`` and the per-forward step times.
         shared_pool: all rows read and fill ``decoder.pool``; otherwise each row gets a copy.
     """
+    ids, valid = settings.input_ids, settings.valid
+    stop, max_new_tokens = settings.stop, settings.max_new_tokens
+    record = settings.record_scores or settings.record_logits
     batch, width = ids.shape
     device = ids.device
     prefill_start = time.perf_counter()
@@ -71,16 +73,15 @@ def decode_batch(
 
     rows = []
     for b in range(batch):
-        prompt = ids[b, valid[b]]
         proposer = copy.deepcopy(decoder.proposer)
-        proposer.start(prompt, generator)
+        proposer.start(ids[b, valid[b]], generator)
         pool = decoder.pool if shared_pool else copy.deepcopy(decoder.pool)
-        committed = prompt.tolist()
+        row = new_row(settings, b, proposer, pool, decoder.ngram)
         if shared_pool and b > 0:
-            pool.join(committed)
+            pool.join(row.committed)
         else:
-            pool.start(committed)
-        rows.append(SequenceState(b, committed, proposer, pool))
+            pool.start(row.committed)
+        rows.append(row)
     key_length = getattr(decoder.pool, "key_length", 1)
     planner = None
     if decoder.is_auto:
@@ -134,7 +135,7 @@ def decode_batch(
 
         verified = 1 + count * length  # rows come root, candidates, levels
         verifications = [
-            verifier.verify(logits[i, : 1 + g * length], Candidates(candidates[i, :g]), row.committed)
+            verifier.verify(logits[i, : 1 + g * length], Candidates(candidates[i, :g]), row.scoring())
             for i, (row, g) in enumerate(zip(active, guesses, strict=True))
         ]
         _lap(metrics, "verify", step_clock)
@@ -144,7 +145,14 @@ def decode_batch(
         for i, (row, verification) in enumerate(zip(active, verifications, strict=True)):
             level_logits = logits[i, verified:].view(read, layout.window, -1) if read else None
             _, rows_kept = row.settle(
-                verification, plan.branch, level_logits, contexts[i], offered[i], layout, max_new_tokens, eos
+                verification,
+                plan.branch,
+                level_logits,
+                contexts[i],
+                offered[i],
+                layout,
+                stop,
+                logits[i, : 1 + guesses[i] * length] if record else None,
             )
             keep.append(rows_kept)
             if planner is not None:
@@ -239,6 +247,8 @@ def batch_forward(decoder, tokens, positions, attention_mask, cache, rows):
     extra = {}
     if decoder._keeps_logits:  # the LM head runs only on the rows that are read
         extra["logits_to_keep"] = 1 if rows is None else rows
+    if decoder.flex:
+        attention_mask = block_masks(attention_mask)
     out = decoder.model(
         input_ids=tokens,
         position_ids=positions,

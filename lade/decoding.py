@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
 from lade.attention import MaskPlan, context_length
 from lade.autotune import AUTO, Planner, StepPlan, is_auto
@@ -32,9 +33,13 @@ from lade.calibration import (
     measure,
     store,
 )
+from lade.compatibility import check_static, self_check
+from lade.flex import block_masks, uses_flex
+from lade.generation import CallSettings, resolve
 from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.layout import StepLayout, additive_mask, chain_layout, step_layout, visibility
-from lade.sequence import SequenceState
+from lade.outputs import assemble
+from lade.sequence import SequenceState, new_row
 from lade.types import Candidates, DecodingMetrics, GenerationResult, LookaheadBranch
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
@@ -164,11 +169,15 @@ class LookaheadDecoder:
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
         self.pool = default_pool(ngram, guess, self.is_auto) if pool is None else pool
         self.verifier = GreedyVerifier() if verifier is None else verifier
+        self._verifier_given = verifier is not None  # a given verifier's mode and controls are defaults
         self.seed = seed
         for role, component in (("proposer", self.proposer), ("pool", self.pool)):
             if getattr(component, "ngram", ngram) != ngram:
                 raise ValueError(f"{role} has ngram={component.ngram} but the decoder has ngram={ngram}")
+        check_static(model)  # a ValueError naming why a model cannot be decoded exactly
+        self._checked = False  # the first call runs compatibility.self_check
         self.mask_plan = MaskPlan.from_config(model.config)
+        self.flex = uses_flex(model)  # masks go to the model as flex attention BlockMasks
         self.context_length = context_length(model.config)
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self._layouts: dict[tuple, StepLayout] = {}
@@ -234,174 +243,161 @@ class LookaheadDecoder:
 
     # ------------------------------------------------------------------ public API
 
-    @torch.inference_mode()
     def generate(
         self,
-        input_ids: torch.Tensor,
-        max_new_tokens: int = 128,
+        input_ids: torch.Tensor | None = None,
+        max_new_tokens: int | None = None,
         eos_token_id: int | Iterable[int] | None = None,
         streamer: Streamer | None = None,
         generator: torch.Generator | None = None,
-        do_sample: bool | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        min_p: float | None = None,
-        repetition_penalty: float | None = None,
-        logits_processor=None,
-        generation_config=None,
-        attention_mask: torch.Tensor | None = None,
-        pad_token_id: int | None = None,
+        *,
+        generation_config: GenerationConfig | None = None,
+        logits_processor: LogitsProcessorList | None = None,
+        stopping_criteria: StoppingCriteriaList | None = None,
+        prefix_allowed_tokens_fn=None,
+        **kwargs,
     ) -> GenerationResult:
-        """Decode up to ``max_new_tokens`` tokens after ``input_ids``, exactly as ``model.generate``.
+        """Decode after ``input_ids`` exactly as ``model.generate(input_ids, ...)`` would.
+
+        The settings are resolved as ``generate`` resolves them (``lade.generation``): keyword
+        arguments over ``generation_config`` over this decoder's verifier's defaults (when one was
+        given) over the model's ``generation_config`` over transformers' global defaults; the logits
+        processors and stopping criteria are transformers' own. So the model's generation config
+        (its ``do_sample``, ``temperature``, ``repetition_penalty``, ``max_new_tokens``, EOS ids, ...)
+        applies here as it does in ``generate``.
 
         Args:
             input_ids: LongTensor [B, T] (or [T]), T >= 1: B prompts, left-padded as for
-                ``model.generate``. B > 1 decodes the rows together, one forward pass per step for
+                ``model.generate`` (pass ``attention_mask``; without one it is inferred from pad tokens,
+                as ``generate`` does). B > 1 decodes the rows together, one forward pass per step for
                 the batch (``lade.batch``), each row exactly as it would be decoded alone.
-            max_new_tokens: upper bound on generated tokens per row (>= 0; 0 returns the prompts).
-            attention_mask: [B, T] of 1 (token) and 0 (left padding); default: no padding.
-            pad_token_id: fills the rows that finished before the longest one (default: the model's
-                ``generation_config.pad_token_id``, else its first EOS id, else 0), as ``generate``.
-            eos_token_id: id or ids that end generation (the first one generated is kept and nothing
-                after it); default: the model's ``generation_config.eos_token_id``.
+            max_new_tokens: new tokens per row at most (0 returns the prompts); None: the generation
+                config's (``generate``'s default: 20).
+            eos_token_id: id or ids that end a row (the first one generated is kept, nothing after it);
+                None: the model's; ``[]``: none.
             streamer: called with the tokens committed by each step, in order; an object with
                 ``put``/``end`` methods (a transformers ``BaseStreamer``) is driven like ``generate`` does.
                 Batches (B > 1) cannot be streamed.
             generator: drives every random choice of this call (window initialisation, sampling);
-                seed it to repeat a run exactly.
-            do_sample, temperature, top_k, top_p, min_p, repetition_penalty, logits_processor,
-                generation_config: as in ``model.generate`` (``top_k=0``/``top_p=1.0`` off; the
-                model's ``generation_config`` is the base for unset values). With any of them the call
-                uses a ``SamplingVerifier`` (``do_sample=True``) or a processing ``GreedyVerifier``;
-                without, the decoder's own verifier.
+                without one, sampling draws from torch's global RNG, as ``generate`` does.
+            generation_config, logits_processor, stopping_criteria, prefix_allowed_tokens_fn, **kwargs:
+                as in ``model.generate``: any ``GenerationConfig`` field (``do_sample``, ``temperature``,
+                ``top_k``, ``top_p``, ``repetition_penalty``, ``min_new_tokens``, ``stop_strings`` with
+                ``tokenizer=``, ``max_time``, ``num_return_sequences``, ``output_scores``,
+                ``output_logits``, ``return_dict_in_generate``, ``pad_token_id``, ...) and
+                ``attention_mask`` [B, T]. What lookahead decoding cannot reproduce exactly (beam
+                search, assisted decoding, classifier-free guidance, watermarking, ...) raises a
+                ``ValueError`` naming it.
 
         Returns:
-            ``GenerationResult`` with ``sequences`` LongTensor [B, T + new] (new = the longest row's
-            output; shorter rows padded with ``pad_token_id``), ``metrics`` (the whole call) and
-            ``row_metrics`` (each row's).
+            ``GenerationResult``, ``generate``'s ``GenerateDecoderOnlyOutput`` with ``sequences``
+            [B, T + new] (rows that finished early padded as ``generate`` pads them), ``scores`` /
+            ``logits`` when asked for, ``metrics`` (the whole call) and ``row_metrics`` (each row's).
         """
         started = time.perf_counter()
-        ids, valid = self._check_input_ids(input_ids, attention_mask)
-        max_new_tokens = _positive_int("max_new_tokens", max_new_tokens, 0)
-        eos_ids = self._check_eos(eos_token_id)
-        eos = frozenset(eos_ids)
-        longest = int(valid.sum(dim=1).max())
-        if self.context_length is not None and longest + max_new_tokens > self.context_length:
-            raise ValueError(
-                f"prompt length {longest} + max_new_tokens {max_new_tokens} exceeds the model's "
-                f"context length {self.context_length}"
-            )
-        if ids.shape[0] > 1 and streamer is not None:
-            raise ValueError("a streamer takes one sequence; batches (B > 1) cannot be streamed")
-        controls = {
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "min_p": min_p,
-            "repetition_penalty": repetition_penalty,
-            "logits_processor": logits_processor,
-            "generation_config": generation_config,
-        }
-        verifier = self._verifier_for_call(generator, do_sample, controls)
-        metrics = DecodingMetrics()
-        if ids.shape[0] > 1:
-            pad = default_pad_id(self.model, eos_ids) if pad_token_id is None else pad_token_id
-            return self._generate_batch(
-                ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad, started
-            )
-        prompt = ids[0, valid[0]]
-        if hasattr(streamer, "put"):
-            streamer.put(prompt[None].cpu())
-        generated: list[int] = []
-        if max_new_tokens > 0:
-            generated = self._decode(prompt, max_new_tokens, eos, streamer, generator, verifier, metrics)
-        if hasattr(streamer, "end"):
-            streamer.end()
-        new = torch.tensor(generated, dtype=prompt.dtype, device=prompt.device)
-        metrics.new_tokens = len(generated)
-        metrics.forward_passes = metrics.steps
-        metrics.total_s = time.perf_counter() - started
-        return GenerationResult(
-            sequences=torch.cat([ids[0], new])[None], metrics=metrics, row_metrics=[metrics]
+        if max_new_tokens is not None:
+            # generate refuses 0; here it returns the prompts (settings resolved as for one token)
+            kwargs["max_new_tokens"] = max(1, _positive_int("max_new_tokens", max_new_tokens, 0))
+        if eos_token_id is not None:
+            kwargs["eos_token_id"] = eos_token_id
+        settings = resolve(
+            self.model,
+            input_ids,
+            generation_config,
+            logits_processor,
+            stopping_criteria,
+            prefix_allowed_tokens_fn,
+            streamer,
+            defaults=self.call_defaults,
+            **kwargs,
         )
-
-    def _generate_batch(
-        self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, pad, started
-    ) -> GenerationResult:
-        """B > 1: decode the rows together (``lade.batch``); pad the output like ``generate``."""
-        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < self.vocab_size:
-            raise ValueError(
-                f"pad_token_id must be an id in the vocabulary [0, {self.vocab_size}), got {pad!r}"
-            )
         if max_new_tokens == 0:
-            metrics.total_s = time.perf_counter() - started
-            return GenerationResult(ids, metrics, [DecodingMetrics() for _ in range(ids.shape[0])])
-        rows = decode_batch(
-            self, ids, valid, max_new_tokens, eos, generator, verifier, metrics, self.shared_pool
-        )
-        longest = max((len(row.generated) for row in rows), default=0)
-        sequences = ids.new_full((ids.shape[0], ids.shape[1] + longest), pad)
-        sequences[:, : ids.shape[1]] = ids
-        row_metrics = []
-        for row in rows:
-            sequences[row.index, ids.shape[1] : ids.shape[1] + len(row.generated)] = torch.tensor(
-                row.generated
+            settings.stop.max_new_tokens = 0
+        return self.run(settings, generator, started)
+
+    def run(
+        self, settings: CallSettings, generator: torch.Generator | None = None, started: float | None = None
+    ) -> GenerationResult:
+        """Decode a call whose settings are resolved (``lade.generation.resolve`` or ``prepared``).
+
+        The loop runs in ``torch.inference_mode`` (5-10% faster than ``no_grad`` here: less per-op
+        bookkeeping); the result is assembled outside it, so its tensors are ordinary ones that autograd
+        accepts (e.g. ``model(result.sequences)`` with gradients, as after ``generate``).
+        """
+        started = time.perf_counter() if started is None else started
+        ids, valid = settings.input_ids, settings.valid
+        for token in sorted(settings.stop.eos):
+            if not 0 <= token < self.vocab_size:
+                raise ValueError(f"eos_token_id {token!r} is outside the vocabulary [0, {self.vocab_size})")
+        if self.context_length is not None:
+            longest = int(valid.sum(dim=1).max())
+            if longest + settings.max_new_tokens > self.context_length:
+                raise ValueError(
+                    f"prompt length {longest} + max_new_tokens {settings.max_new_tokens} exceeds the "
+                    f"model's context length {self.context_length}"
+                )
+        if not 0 <= settings.pad < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id must be an id in the vocabulary [0, {self.vocab_size}), got {settings.pad}"
             )
-            m = row.metrics
-            m.new_tokens = len(row.generated)
-            m.forward_passes = m.steps
-            row_metrics.append(m)
-            metrics.new_tokens += m.new_tokens
-            metrics.steps += m.steps
-            metrics.branch_steps += m.branch_steps
-            metrics.accepted_histogram.update(m.accepted_histogram)
-            metrics.tokens_per_step += m.tokens_per_step
-            metrics.step_sizes += m.step_sizes
-        metrics.total_s = time.perf_counter() - started
-        for m in row_metrics:
-            m.total_s = metrics.total_s
-        return GenerationResult(sequences=sequences, metrics=metrics, row_metrics=row_metrics)
+        if not self._checked:
+            with torch.inference_mode():
+                self_check(self)
+            self._checked = True
+        verifier = self._verifier_for(settings, generator)
+        metrics = DecodingMetrics()
+        with torch.inference_mode():
+            if settings.max_new_tokens == 0:
+                rows = [
+                    new_row(settings, b, self.proposer, self.pool, self.ngram) for b in range(ids.shape[0])
+                ]
+            elif ids.shape[0] == 1:
+                rows = [self._decode(settings, generator, verifier, metrics)]
+            else:
+                rows = decode_batch(self, settings, generator, verifier, metrics, self.shared_pool)
+        if hasattr(settings.streamer, "end"):
+            settings.streamer.end()
+        return assemble(settings, rows, metrics, started)
+
+    @property
+    def call_defaults(self) -> dict:
+        """``generate`` keyword arguments this decoder stands for: those of a verifier it was given
+        (e.g. a ``SamplingVerifier``'s ``do_sample=True`` and ``temperature``), under a call's own."""
+        return self.verifier.generation_defaults() if self._verifier_given else {}
 
     # ------------------------------------------------------------------ the loop
 
-    def _verifier_for_call(self, generator, do_sample: bool | None, controls: dict) -> Verifier:
-        """The decoder's verifier, or one built for this call's generation controls."""
-        if do_sample is None:
-            do_sample = bool(getattr(controls["generation_config"], "do_sample", False))
-        if do_sample or any(value is not None for value in controls.values()):
-            if controls["generation_config"] is None:  # unset values come from the model's, as in generate
-                controls = {**controls, "generation_config": self.model.generation_config}
-            if do_sample:
-                if generator is None:
-                    generator = torch.Generator().manual_seed(self.seed)
-                return SamplingVerifier(**controls, generator=generator)
-            return GreedyVerifier(
-                controls["repetition_penalty"], controls["logits_processor"], controls["generation_config"]
-            )
-        if generator is not None and hasattr(self.verifier, "generator"):
-            verifier = copy.copy(self.verifier)  # this call's randomness, the decoder's settings
+    def _verifier_for(self, settings: CallSettings, generator: torch.Generator | None) -> Verifier:
+        """The decoder's verifier when it implements the call's mode (``do_sample``), else the
+        library's verifier of that mode; a call's generator replaces the verifier's."""
+        verifier = self.verifier
+        if verifier.samples != settings.do_sample:
+            verifier = SamplingVerifier() if settings.do_sample else GreedyVerifier()
+        if generator is not None and hasattr(verifier, "generator"):
+            verifier = copy.copy(verifier)  # this call's randomness, the decoder's settings
             verifier.generator = generator
-            return verifier
-        return self.verifier
+        return verifier
 
-    def _decode(self, prompt, max_new_tokens, eos, streamer, generator, verifier, metrics) -> list[int]:
+    def _decode(self, settings: CallSettings, generator, verifier, metrics) -> SequenceState:
+        sequence = new_row(settings, 0, self.proposer, self.pool, self.ngram, metrics)
+        committed = sequence.committed
+        prompt = settings.input_ids[0, settings.valid[0]]
         cache = new_cache()
         prefill_start = time.perf_counter()
         if prompt.shape[0] > 1:  # the last prompt token is fed by the first step
             self._prefill(prompt[:-1], cache)
         metrics.prefill_s = time.perf_counter() - prefill_start
-        sequence = SequenceState(0, prompt.tolist(), self.proposer, self.pool, metrics)
-        committed, generated = sequence.committed, sequence.generated
         self.pool.start(committed)
         self.proposer.start(prompt, generator)
         key_length = getattr(self.pool, "key_length", 1)
         planner = self._planner() if self.is_auto else None
         no_branch = LookaheadBranch(prompt.new_empty(0, self.window))
+        stop, streamer = settings.stop, settings.streamer
+        record = settings.record_scores or settings.record_logits
 
         prefix_len = len(committed) - 1  # positions in the cache = position of the last token
         timer = _Timer(metrics.time_s)
-        while len(generated) < max_new_tokens:
+        while not sequence.finished:
             step_started = timer.now()
             context = committed[-key_length:]
             continuations = self.pool.candidates(context, self.guess)
@@ -428,12 +424,19 @@ class LookaheadDecoder:
             timer.lap("forward")
 
             verified = 1 + candidates.count * plan.length  # rows come root, candidates, levels
-            verification = verifier.verify(logits[:verified], candidates, committed)
+            verification = verifier.verify(logits[:verified], candidates, sequence.scoring())
             timer.lap("verify")
 
             levels = logits[verified:].view(read, branch.window, -1) if read else None
             new, keep = sequence.settle(
-                verification, plan.branch, levels, context, continuations, layout, max_new_tokens, eos
+                verification,
+                plan.branch,
+                levels,
+                context,
+                continuations,
+                layout,
+                stop,
+                logits[:verified] if record else None,
             )
             if planner is not None:
                 planner.resolve(committed)
@@ -445,9 +448,7 @@ class LookaheadDecoder:
                 prefix_len += len(new)
             timer.lap("commit")
             metrics.step_times_s.append(timer.now() - step_started)
-            if sequence.finished:
-                break
-        return generated
+        return sequence
 
     def _measure_latency(self, sizes, repeats: int, contexts=(256, 1280), rows: int = 1) -> LatencyModel:
         """Time steps of S tokens (logits at every row: an upper bound for the LM head) after each
@@ -559,6 +560,8 @@ class LookaheadDecoder:
             for kind, window in self.mask_plan.windows.items()
         }
         attention_mask = masks if self.mask_plan.by_layer_type else next(iter(masks.values()))
+        if self.flex:
+            attention_mask = block_masks(attention_mask)
         extra = {}
         if self._keeps_logits:  # the LM head runs only on the rows that are read
             extra["logits_to_keep"] = 1 if rows is None else rows
@@ -590,7 +593,7 @@ class LookaheadDecoder:
                 visibility(layout.tree_mask, prefix_len, positions, window), self.model.dtype
             )
         size, keys = layout.size, prefix_len + layout.size
-        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len)
+        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, size)
         buffer = self._mask_buffers.pop(key, None)
         if buffer is None or buffer.shape[-1] < keys:
             width = keys + _MASK_HEADROOM
@@ -638,51 +641,3 @@ class LookaheadDecoder:
             layout.depths.to(device),
             layout.tree_mask.to(device),
         )
-
-    def _check_input_ids(self, input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
-        """Validated ``(ids, valid)``: LongTensor [B, T] on the input device and BoolTensor [B, T]
-        (False at left padding)."""
-        if not isinstance(input_ids, torch.Tensor):
-            raise ValueError(
-                f"input_ids must be a LongTensor of shape [B, T], got {type(input_ids).__name__}"
-            )
-        if input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
-            raise ValueError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
-        if input_ids.dim() == 1:
-            input_ids = input_ids[None]
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape [B, T], got {tuple(input_ids.shape)}")
-        if input_ids.numel() == 0:
-            raise ValueError("input_ids is empty: at least one prompt token per row is needed")
-        if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.vocab_size:
-            raise ValueError(f"input_ids holds ids outside the vocabulary [0, {self.vocab_size})")
-        device = self._input_device()
-        if attention_mask is None:
-            valid = torch.ones(input_ids.shape, dtype=torch.bool, device=device)
-        else:
-            if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != input_ids.shape:
-                shape = tuple(getattr(attention_mask, "shape", ()))
-                raise ValueError(
-                    f"attention_mask must have the shape of input_ids {tuple(input_ids.shape)}, got {shape}"
-                )
-            if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-                raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
-            valid = attention_mask.to(device=device, dtype=torch.bool)
-            if not bool(valid[:, -1].all()) or bool((valid[:, 1:].long() < valid[:, :-1].long()).any()):
-                raise ValueError(
-                    "attention_mask must describe left padding (zeros, then ones up to the last column, as "
-                    "HF generate expects): pad on the left (tokenizer.padding_side = 'left')"
-                )
-        return input_ids.to(device=device, dtype=torch.long), valid
-
-    def _check_eos(self, eos_token_id) -> list[int]:
-        """The EOS ids in the caller's order (the first one pads batches, as in ``generate``)."""
-        if eos_token_id is None:
-            eos_token_id = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        if eos_token_id is None:
-            return []
-        ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
-        for token in ids:
-            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
-                raise ValueError(f"eos_token_id {token!r} is outside the vocabulary [0, {self.vocab_size})")
-        return ids

@@ -124,21 +124,33 @@ class NGramPool(ABC):
 
 
 class Verifier(ABC):
-    """Decides which tokens to commit from the model's logits over the verification branch."""
+    """Decides which tokens to commit from the model's logits over the verification branch.
+
+    ``samples`` says which of ``generate``'s modes the verifier implements (``do_sample``): a call
+    whose settings ask for the other mode gets the library's verifier of that mode instead.
+    """
+
+    samples: bool = False
+
+    def generation_defaults(self) -> dict:
+        """``generate`` keyword arguments this verifier stands for (e.g. ``{"do_sample": True,
+        "temperature": 0.7}``): defaults of the decoder built with it, under a call's own."""
+        return {"do_sample": self.samples}
 
     @abstractmethod
-    def verify(
-        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
-    ) -> Verification:
+    def verify(self, logits: torch.Tensor, candidates: Candidates, scoring=None) -> Verification:
         """Accept the longest valid prefix of one candidate plus one token from the model.
 
         Args:
             logits: FloatTensor [1 + G' * (N-1), V]. Row 0 holds the logits after the last committed
                 token; row ``1 + i * (N-1) + j`` those after token ``j`` of candidate ``i``.
             candidates: LongTensor [G', N-1] inside a ``Candidates``.
-            prefix: the committed token ids (prompt + output, the last token included), for logits
-                processors that look at the context.
+            scoring: the call's logits processing for this row
+                (``strategies.processing.RowScoring``: ``scoring(accepted, logits[row])`` gives the
+                processed scores [V] of the position after the committed tokens and ``accepted``), or
+                None when the call has no processors (the raw logits are the scores).
 
         Returns:
-            a ``Verification`` with at least one token.
+            a ``Verification`` with at least one token (and, when it computed processed scores, the
+            scores of each committed token's position).
         """

@@ -71,8 +71,9 @@ def load_model(
     ``cache_dir`` only concerns ``"smollm2"`` (default: `default_cache_dir()`). Extra keyword arguments
     (``device_map=``, ``attn_implementation=``, ...) go to ``from_pretrained``; when ``device_map`` is given
     the model is left where it puts it instead of being moved to ``device``. Tiny random models accept only
-    ``attn_implementation`` and come with no tokenizer (``None``): they have ``pad_token_id=0`` and no eos
-    token, so greedy runs always produce ``max_new_tokens`` tokens.
+    ``attn_implementation`` and come with no tokenizer (``None``): they have no pad and no eos token, so
+    greedy runs always produce ``max_new_tokens`` tokens, and no prompt token is taken for padding
+    (``generate`` infers an attention mask from the pad token when none is given).
 
     Returns ``(model, tokenizer)``. Raises `ValueError` for a name that is none of the above.
     """
@@ -134,14 +135,15 @@ def _tiny_random(arch: str, dtype: torch.dtype, kwargs: dict) -> PreTrainedModel
     unexpected = set(kwargs) - {"attn_implementation"}
     if unexpected:
         raise TypeError(f"tiny-random-{arch} accepts only attn_implementation, not {sorted(unexpected)}")
-    # Fixed ids across archs (gpt2's default 50256 would not even fit the vocab); eos is left unset because a
-    # random model emits any given id often, and stopping early would make greedy runs of uneven length.
+    # No special ids (gpt2's default 50256 would not even fit the vocab): a random model emits any given id
+    # often, so an eos would make greedy runs of uneven length, and a pad id would make generate read that
+    # id inside random prompts as padding (it infers the attention mask from it).
     common = dict(
         vocab_size=TINY_VOCAB_SIZE,
         initializer_range=TINY_INITIALIZER_RANGE,
         bos_token_id=None,
         eos_token_id=None,
-        pad_token_id=0,
+        pad_token_id=None,
     )
     if arch == "gpt2":
         config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **common)

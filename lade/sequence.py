@@ -1,7 +1,8 @@
 """One sequence's state between decoding steps, and what a step's verification does to it.
 
 Shared by the single-sequence loop (``lade.decoding``) and the batched one (``lade.batch``), so
-both advance the window, fill the pool, cut at the budget and EOS and count the same way.
+both advance the window, fill the pool, stop where ``generate`` would, record scores and count the
+same way.
 """
 
 from __future__ import annotations
@@ -9,20 +10,53 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from transformers import LogitsProcessorList
 
+from lade.generation import CallSettings
 from lade.interfaces import NGramPool, Proposer
 from lade.layout import StepLayout
+from lade.stopping import StopRule
 from lade.types import DecodingMetrics, Verification
+from strategies.processing import RowScoring, for_row
 
 
-def truncate(tokens: list[int], budget: int, eos: frozenset[int]) -> tuple[list[int], bool]:
-    """Cut a step's tokens at the token budget and just after the first EOS; also whether an EOS
-    was reached."""
-    tokens = tokens[:budget]
-    for i, token in enumerate(tokens):
-        if token in eos:
-            return tokens[: i + 1], True
-    return tokens, False
+@dataclass
+class RowView:
+    """The row as ``generate`` holds it: the prompt as given (padding included) and the tokens generated
+    so far, in a LongTensor buffer [T + room] that logits processors and stopping criteria read."""
+
+    buffer: torch.Tensor  # [T + room] long
+    length: int
+
+    @classmethod
+    def of(cls, prompt_row: torch.Tensor, room: int) -> RowView:
+        """``prompt_row`` [T] as given; ``room``: the most tokens the row can receive."""
+        buffer = prompt_row.new_empty(prompt_row.shape[0] + room)
+        buffer[: prompt_row.shape[0]] = prompt_row
+        return cls(buffer, prompt_row.shape[0])
+
+    def tokens(self) -> torch.Tensor:
+        """LongTensor [L] of the row so far."""
+        return self.buffer[: self.length]
+
+    def with_tokens(self, tokens: list[int]) -> torch.Tensor:
+        """LongTensor [L + len(tokens)]: the row with ``tokens`` appended (written past the committed
+        part, which ``append`` then keeps or overwrites)."""
+        end = self.length + len(tokens)
+        self.buffer[self.length : end] = torch.tensor(tokens, dtype=torch.long)
+        return self.buffer[:end]
+
+    def append(self, tokens: list[int]) -> None:
+        self.with_tokens(tokens)
+        self.length += len(tokens)
+
+
+@dataclass
+class Recording:
+    """The per-token outputs ``generate`` returns on request: processed scores and raw logits [V]."""
+
+    scores: list[torch.Tensor] | None = None
+    logits: list[torch.Tensor] | None = None
 
 
 @dataclass
@@ -36,11 +70,20 @@ class SequenceState:
     metrics: DecodingMetrics = field(default_factory=DecodingMetrics)
     generated: list[int] = field(default_factory=list)
     finished: bool = False
+    processors: LogitsProcessorList = field(default_factory=LogitsProcessorList)  # this row's
+    view: RowView | None = None  # kept when processors or stopping criteria read the row
+    recording: Recording = field(default_factory=Recording)
 
     @property
     def position(self) -> int:
         """Position of the last committed token."""
         return len(self.committed) - 1
+
+    def scoring(self) -> RowScoring | None:
+        """This step's logits processing of the row (None without processors)."""
+        if not self.processors:
+            return None
+        return RowScoring(self.processors, self.view.tokens())
 
     def settle(
         self,
@@ -50,13 +93,14 @@ class SequenceState:
         context: list[int],
         continuations: list[tuple[int, ...]],
         layout: StepLayout,
-        max_new_tokens: int,
-        eos: frozenset[int],
+        stop: StopRule,
+        verified_logits: torch.Tensor | None = None,
     ) -> tuple[list[int], list[int]]:
         """Apply a step's verification: advance the window (``update`` on a branch step with the
         newest levels' logits [R, W, V] or None, ``skip`` otherwise), credit the accepted candidate
-        (one of ``continuations``, served after ``context``), commit the verified tokens cut at the
-        budget and the first EOS, and count the step.
+        (one of ``continuations``, served after ``context``), commit the verified tokens up to where
+        ``generate`` would stop (``stop``), record their scores and logits when asked (from
+        ``verified_logits`` [1 + G'(N-1), V], the verifier's rows), and count the step.
 
         Returns ``(new tokens, step rows to keep in the cache)``: the rows are the last token (0)
         and the accepted candidate tokens, all but the new last token, which the next step feeds.
@@ -67,16 +111,75 @@ class SequenceState:
             self.proposer.skip(verification)
         if verification.candidate_index >= 0:
             self.pool.record_hit(context, continuations[verification.candidate_index])
-        new, stop = truncate(verification.tokens, max_new_tokens - len(self.generated), eos)
+        tokens = verification.tokens
+        accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(tokens) - 1)]
+        logits_rows = [0, *(row - layout.candidates.start + 1 for row in accepted)]  # in verified_logits
+        scores = self._record(verification, verified_logits, logits_rows)
+        row = self.view.with_tokens(tokens) if stop.others else None
+        count, stop_here = stop.cut(row, len(self.generated), tokens, scores)
+        new = tokens[:count]
+        self._drop_recorded(len(tokens) - count)
         m = self.metrics
         m.steps += 1
-        m.accepted_histogram[len(verification.tokens)] += 1
+        m.accepted_histogram[len(tokens)] += 1
         m.tokens_per_step.append(len(new))
         m.step_sizes.append(layout.size)
         m.branch_steps += bool(layout.num_levels)
         self.generated.extend(new)
         self.committed.extend(new)
+        if self.view is not None:
+            self.view.append(new)
         self.pool.observe(self.committed, len(new))
-        self.finished = stop or len(self.generated) >= max_new_tokens
-        accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(new) - 1)]
-        return new, [0, *accepted]
+        self.finished = stop_here or len(self.generated) >= stop.max_new_tokens
+        return new, [0, *accepted[: len(new) - 1]]
+
+    def _record(self, verification: Verification, verified_logits, rows: list[int]):
+        """Append the step's per-token scores and logits when recorded; the scores [V] per token so
+        far (for stopping criteria, as generate passes them), or None."""
+        record = self.recording
+        if record.logits is not None:
+            record.logits.extend(verified_logits[row].float() for row in rows)
+        if record.scores is None:
+            return None
+        if verification.scores is not None:
+            record.scores.extend(verification.scores)
+        else:  # no processors: the raw logits are the scores
+            record.scores.extend(verified_logits[row].float() for row in rows)
+        return record.scores
+
+    def _drop_recorded(self, count: int) -> None:
+        """Forget the records of the last ``count`` tokens (verified, but past the stop)."""
+        for kept in (self.recording.scores, self.recording.logits):
+            if kept is not None and count:
+                del kept[-count:]
+
+
+def new_row(
+    settings: CallSettings,
+    index: int,
+    proposer: Proposer,
+    pool: NGramPool,
+    max_step_tokens: int,
+    metrics: DecodingMetrics | None = None,
+) -> SequenceState:
+    """The state of row ``index`` of a call at its start: its prompt without padding as the committed
+    tokens, its own processors (``strategies.processing.for_row``), the row as ``generate`` holds it
+    when processors or stopping criteria read it (room for ``max_step_tokens`` verified tokens past the
+    budget), and empty recordings of what the call asked to return."""
+    prompt_row = settings.input_ids[index]
+    batch = settings.input_ids.shape[0]
+    processors = settings.processors if batch == 1 else for_row(settings.processors, index)
+    view = None
+    if processors or settings.stop.others:
+        view = RowView.of(prompt_row, settings.max_new_tokens + max_step_tokens)
+    recording = Recording([] if settings.record_scores else None, [] if settings.record_logits else None)
+    return SequenceState(
+        index,
+        prompt_row[settings.valid[index]].tolist(),
+        proposer,
+        pool,
+        metrics if metrics is not None else DecodingMetrics(),
+        processors=processors,
+        view=view,
+        recording=recording,
+    )

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class Verification:
     tokens: list[int]  # committed this step, in order: matched candidate prefix + the bonus token
     candidate_index: int  # row of the accepted candidate in ``Candidates.tokens``; -1 if none matched
     matched: int  # how many candidate tokens matched (len(tokens) - 1)
+    # [len(tokens)] x [V] float32: the processed scores at each committed token's position, when the
+    # verifier computed them (None: the raw logits were the scores)
+    scores: tuple[torch.Tensor, ...] | None = None
 
 
 STEP_STAGES = ("pool", "propose", "mask", "forward", "verify", "update", "commit")
@@ -96,12 +100,14 @@ class DecodingMetrics:
         return 1.0 - self.time_s["forward"] / step_time if step_time > 0 else 0.0
 
 
-@dataclass(frozen=True)
-class GenerationResult:
-    """Output of ``LookaheadDecoder.generate``."""
+@dataclass
+class GenerationResult(GenerateDecoderOnlyOutput):
+    """Output of ``LookaheadDecoder.generate``: ``generate``'s own output type (``sequences`` [B, T + new],
+    the prompts as given, padding kept, and the generated tokens; with ``return_dict_in_generate``,
+    ``scores``/``logits``: one FloatTensor [B, V] per new token), plus the lookahead metrics, so
+    ``model.compute_transition_scores(result.sequences, result.scores)`` works on it."""
 
-    sequences: torch.Tensor  # [B, T + new] prompts (as given, padding kept) and generated tokens
-    metrics: DecodingMetrics  # the whole call (in a batch: summed over the rows)
+    metrics: DecodingMetrics | None = None  # the whole call (in a batch: summed over the rows)
     # [B] each row's counts (steps, tokens, histogram, step sizes, per-step times); the stage times
     # (time_s, prefill_s) are the batch's, in ``metrics``, and each row's total_s is the call's
-    row_metrics: list[DecodingMetrics] = field(default_factory=list)
+    row_metrics: list[DecodingMetrics] | None = None

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from lade.interfaces import Verifier
 from lade.types import Candidates, Verification
-from strategies.processing import build_processors, process
+from strategies.processing import RowScoring
 
 
 class GreedyVerifier(Verifier):
@@ -20,28 +18,20 @@ class GreedyVerifier(Verifier):
     candidate with ``k`` matches: the matched tokens and the bonus token, up to N per step. Ties go
     to the first candidate. With no candidates this is one plain greedy step.
 
-    With ``repetition_penalty`` or ``logits_processor`` (HF semantics, as in greedy ``generate``),
-    each position's argmax is taken over its processed scores given its exact prefix.
+    With logits processors (a ``scoring``: repetition penalty, min new tokens, ... as greedy
+    ``generate`` applies them), each position's argmax is taken over its processed scores given its
+    exact prefix, position by position.
+
+    A decoder built with this verifier decodes greedily unless a call asks for ``do_sample=True``.
     """
 
-    def __init__(
-        self,
-        repetition_penalty: float | None = None,
-        logits_processor: Sequence | None = None,
-        generation_config=None,
-    ):
-        self.processors = build_processors(
-            False,
-            repetition_penalty=repetition_penalty,
-            logits_processor=logits_processor,
-            generation_config=generation_config,
-        )
+    samples = False
 
     def verify(
-        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
+        self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring | None = None
     ) -> Verification:
-        if self.processors:
-            return self._verify_processed(logits, candidates, prefix)
+        if scoring is not None and scoring.processors:
+            return self._verify_processed(logits, candidates, scoring)
         predicted = logits.argmax(dim=-1)  # [1 + G'(N-1)]
         if candidates.count == 0:
             return Verification(tokens=[int(predicted[0])], candidate_index=-1, matched=0)
@@ -56,14 +46,15 @@ class GreedyVerifier(Verifier):
         return Verification(tokens=row[: k + 1], candidate_index=best if k > 0 else -1, matched=k)
 
     def _verify_processed(
-        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int]
+        self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring
     ) -> Verification:
         """Position by position: the processed argmax given the accepted prefix, while a candidate agrees."""
         drafts = candidates.tokens.tolist()
         length = candidates.tokens.shape[1] if candidates.count else 0
-        alive, accepted, row = list(range(candidates.count)), [], 0
+        alive, accepted, scores, row = list(range(candidates.count)), [], [], 0
         while True:
-            token = int(process(self.processors, [*prefix, *accepted], logits[row]).argmax())
+            scores.append(scoring(accepted, logits[row]))
+            token = int(scores[-1].argmax())
             position = len(accepted)
             matching = [i for i in alive if position < length and drafts[i][position] == token]
             if not matching:
@@ -72,4 +63,6 @@ class GreedyVerifier(Verifier):
             alive = matching
             row = 1 + alive[0] * length + position
         winner = alive[0] if accepted else -1
-        return Verification(tokens=[*accepted, token], candidate_index=winner, matched=len(accepted))
+        return Verification(
+            tokens=[*accepted, token], candidate_index=winner, matched=len(accepted), scores=tuple(scores)
+        )

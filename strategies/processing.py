@@ -1,121 +1,75 @@
-"""Generation controls with Hugging Face semantics, applied to one verified position at a time.
+"""Logits processing with Hugging Face semantics, one verified position at a time.
 
-``build_processors`` assembles the same ``LogitsProcessorList`` that ``model.generate`` builds for
-the supported options, in the same order (processors, then the user's list merged HF-style, then
-the sampling warpers temperature, top-k, top-p, min-p). Every processor sees the exact prefix of the
-position it scores: the committed tokens plus the candidate tokens accepted before it. Options that
-``generate`` would apply but this module cannot reproduce raise ``ValueError`` instead of silently
-changing the distribution.
+The processors themselves are built by transformers (``GenerationMixin._get_logits_processor``, called
+by ``lade.generation`` exactly as ``model.generate`` calls it), so every generation option that
+``generate`` applies through a processor (repetition penalty, temperature, top-k/top-p/min-p/typical,
+no-repeat n-grams, bad words, sequence bias, min new tokens, forced or suppressed tokens, ...) is
+applied here too. What this module adds is where they are applied: at every verified position, with
+that position's exact prefix (the row's tokens as ``generate`` holds them, padding included, plus the
+candidate tokens accepted before it), so a processor sees what it would have seen in ``generate``.
+
+Rows of a batch advance at their own pace, so each row is processed on its own ([1, L] input ids, [1, V]
+scores). Three of HF's processors keep per-row state of the whole batch; ``for_row`` gives each row
+its own slice of it. Any other processor is called as it is: user processors must be functions of the
+(input ids, scores) they are given, as they are in ``generate``.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
-from transformers import GenerationConfig, LogitsProcessorList
+from transformers import LogitsProcessorList
 from transformers.generation.logits_process import (
-    MinPLogitsWarper,
+    EncoderRepetitionPenaltyLogitsProcessor,
+    PrefixConstrainedLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
 )
 
-# GenerationConfig fields that would add processors we do not reproduce, with their "off" values.
-UNSUPPORTED_FIELDS = {
-    "num_beams": (None, 1),
-    "guidance_scale": (None, 1, 1.0),
-    "no_repeat_ngram_size": (None, 0),
-    "bad_words_ids": (None,),
-    "sequence_bias": (None,),
-    "typical_p": (None, 1.0),
-    "epsilon_cutoff": (None, 0.0),
-    "eta_cutoff": (None, 0.0),
-    "top_h": (None,),
-    "encoder_repetition_penalty": (None, 1.0),
-    "forced_bos_token_id": (None,),
-    "forced_eos_token_id": (None,),
-    "suppress_tokens": (None,),
-    "begin_suppress_tokens": (None,),
-    "min_length": (None, 0),
-    "min_new_tokens": (None, 0),
-    "watermarking_config": (None,),
-    "renormalize_logits": (None, False),
-}
+
+def for_row(processors: LogitsProcessorList, row: int) -> LogitsProcessorList:
+    """The processors of batch row ``row``, to be called with that row alone ([1, L] input ids).
+
+    HF's repetition penalty (which ignores each row's left padding), encoder repetition penalty (each
+    row's prompt) and prefix-constrained processor (called with the row's batch index) hold state for
+    the whole batch; they are copied with the row's share. The others are shared as they are.
+    """
+    mine = LogitsProcessorList()
+    for processor in processors:
+        if isinstance(processor, RepetitionPenaltyLogitsProcessor) and isinstance(
+            processor.prompt_ignore_length, torch.Tensor
+        ):
+            processor = copy.copy(processor)
+            processor.prompt_ignore_length = processor.prompt_ignore_length[row : row + 1]
+        elif isinstance(processor, EncoderRepetitionPenaltyLogitsProcessor):
+            processor = copy.copy(processor)
+            processor.encoder_input_ids = processor.encoder_input_ids[row : row + 1]
+        elif isinstance(processor, PrefixConstrainedLogitsProcessor):
+            processor = copy.copy(processor)
+            allowed = processor._prefix_allowed_tokens_fn
+            processor._prefix_allowed_tokens_fn = lambda _batch_id, ids, allowed=allowed: allowed(row, ids)
+        mine.append(processor)
+    return mine
 
 
-def check_sampling_options(temperature, top_k, top_p, min_p, repetition_penalty) -> None:
-    """Clear ``ValueError`` for values HF would reject or silently misuse."""
-    if temperature is not None and not temperature > 0:
-        raise ValueError(
-            f"temperature must be > 0 when sampling, got {temperature} (use do_sample=False for greedy)"
-        )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
-        raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {top_k!r}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p}")
-    if min_p is not None and not 0 <= min_p <= 1:
-        raise ValueError(f"min_p must be in [0, 1], got {min_p}")
-    if repetition_penalty is not None and not repetition_penalty > 0:
-        raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {repetition_penalty}")
+@dataclass(frozen=True)
+class RowScoring:
+    """Processed scores of one row's verified positions, as ``generate`` would compute them.
 
+    ``processors`` are the row's (``for_row``); ``prefix`` is LongTensor [L], the row's tokens up to and
+    including the last committed one, as ``generate`` holds them (left padding included).
+    """
 
-def build_processors(
-    do_sample: bool,
-    temperature: float | None = None,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    min_p: float | None = None,
-    repetition_penalty: float | None = None,
-    logits_processor: Sequence | None = None,
-    generation_config: GenerationConfig | None = None,
-) -> LogitsProcessorList:
-    """The processors ``generate`` would apply, for the options given (explicit arguments win over
-    ``generation_config``; ``top_k=0`` and ``top_p=1.0`` mean off, as in HF)."""
-    config = generation_config or GenerationConfig()
-    for name, off_values in UNSUPPORTED_FIELDS.items():
-        value = getattr(config, name, None)
-        if value not in off_values:
-            raise ValueError(
-                f"generation_config.{name}={value!r} cannot be applied exactly by lookahead decoding; "
-                "pass an equivalent LogitsProcessor in logits_processor instead"
-            )
+    processors: LogitsProcessorList
+    prefix: torch.Tensor  # [L]
 
-    def pick(value, name):
-        return value if value is not None else getattr(config, name, None)
-
-    temperature, top_k, top_p = pick(temperature, "temperature"), pick(top_k, "top_k"), pick(top_p, "top_p")
-    min_p, repetition_penalty = pick(min_p, "min_p"), pick(repetition_penalty, "repetition_penalty")
-    if do_sample:
-        check_sampling_options(temperature, top_k, top_p, min_p, repetition_penalty)
-    elif repetition_penalty is not None:
-        check_sampling_options(None, None, None, None, repetition_penalty)
-
-    processors = LogitsProcessorList()
-    if repetition_penalty is not None and repetition_penalty != 1.0:
-        processors.append(RepetitionPenaltyLogitsProcessor(penalty=repetition_penalty))
-    for custom in logits_processor or ():  # HF merge: a custom processor replaces a default of its type
-        same = [i for i, p in enumerate(processors) if type(p) is type(custom)]
-        if same:
-            processors[same[0]] = custom
-        else:
-            processors.append(custom)
-    if do_sample:
-        if temperature is not None and temperature != 1.0:
-            processors.append(TemperatureLogitsWarper(temperature))
-        if top_k is not None and top_k != 0:
-            processors.append(TopKLogitsWarper(top_k=top_k))
-        if top_p is not None and top_p < 1.0:
-            processors.append(TopPLogitsWarper(top_p=top_p))
-        if min_p is not None:
-            processors.append(MinPLogitsWarper(min_p=min_p))
-    return processors
-
-
-def process(processors: LogitsProcessorList, prefix: Sequence[int], scores: torch.Tensor) -> torch.Tensor:
-    """Scores [V] of one position after ``processors``, given its exact ``prefix`` (token ids)."""
-    if not processors:
-        return scores
-    input_ids = torch.tensor([list(prefix)], dtype=torch.long, device=scores.device)
-    return processors(input_ids, scores[None].float())[0]
+    def __call__(self, accepted: Sequence[int], logits: torch.Tensor) -> torch.Tensor:
+        """Scores [V] (float32) of the position after the prefix and the ``accepted`` tokens, given
+        the model's logits [V] there."""
+        input_ids = self.prefix
+        if accepted:
+            input_ids = torch.cat([input_ids, input_ids.new_tensor(list(accepted))])
+        # a copy, as generate's: a processor may write into the scores it is given
+        return self.processors(input_ids[None], logits[None].to(torch.float32, copy=True))[0]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
-from transformers import LogitsProcessorList
 
 from lade.interfaces import Verifier
 from lade.types import Candidates, Verification
-from strategies.processing import build_processors, process
+from strategies.processing import RowScoring
 
 
 class SamplingVerifier(Verifier):
@@ -17,8 +14,9 @@ class SamplingVerifier(Verifier):
 
     Algorithm, position by position (j = 0 .. N-2), starting with every candidate alive:
 
-    1. ``p`` = softmax of the processed logits at this position, given its exact prefix (the
-       committed tokens and the tokens accepted so far; the row of any alive candidate: they share it).
+    1. ``p`` = softmax of the processed scores at this position (``scoring``: the call's logits
+       processors given its exact prefix, the committed tokens and the tokens accepted so far; the
+       row of any alive candidate: they share it).
     2. For each alive candidate in order, with draft token ``d`` (its token j; a token already
        rejected here is skipped): accept ``d`` with probability ``r(d) / sum(r)``, where ``r`` starts as
        ``p``; on rejection set ``r(d) = 0`` and try the next candidate.
@@ -33,48 +31,71 @@ class SamplingVerifier(Verifier):
     never on this position's randomness, so every committed token is drawn from the model's
     conditional distribution given its prefix: the sequence is distributed as plain sampling.
 
+    A decoder built with this verifier samples unless a call asks for ``do_sample=False``; the
+    controls given here are that decoder's defaults, under what a call passes (see
+    ``lade.generation``), and the processors that apply them are built by transformers, as in
+    ``generate`` (its default ``top_k=50`` included, unless set).
+
     Args:
-        temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config:
-            as in ``model.generate`` (``top_k=0``/``top_p=1.0`` off); see ``strategies.processing``.
-        generator: the ``torch.Generator`` that drives every random choice (seed it to repeat a run).
+        temperature, top_k, top_p, min_p, repetition_penalty: generation defaults (``top_k=0`` and
+            ``top_p=1.0`` mean off, as in HF; None: the model's ``generation_config``).
+        generator: the ``torch.Generator`` that drives every random choice (seed it to repeat a run);
+            ``seed`` makes one. Neither: torch's global RNG, as ``generate`` (``torch.manual_seed``
+            repeats a call; two unseeded calls differ). A call's ``generator=`` wins over both.
     """
+
+    samples = True
 
     def __init__(
         self,
-        temperature: float | None = 1.0,
+        temperature: float | None = None,
         top_k: int | None = None,
         top_p: float | None = None,
         min_p: float | None = None,
         repetition_penalty: float | None = None,
-        logits_processor: Sequence | None = None,
-        generation_config=None,
         generator: torch.Generator | None = None,
-        seed: int = 0,
+        seed: int | None = None,
     ):
-        self.processors: LogitsProcessorList = build_processors(
-            True, temperature, top_k, top_p, min_p, repetition_penalty, logits_processor, generation_config
-        )
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+        controls = {
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "min_p": min_p,
+            "repetition_penalty": repetition_penalty,
+        }
+        self.controls = {name: value for name, value in controls.items() if value is not None}
+        if generator is None and seed is not None:
+            generator = torch.Generator().manual_seed(seed)
+        self.generator = generator
 
-    def _probabilities(self, prefix: Sequence[int], scores: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(process(self.processors, prefix, scores).double(), dim=-1).cpu()
+    def generation_defaults(self) -> dict:
+        return {"do_sample": True, **self.controls}
+
+    def _probabilities(self, scores: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(scores.double(), dim=-1).cpu()
 
     def _uniform(self) -> float:
+        if self.generator is None:  # torch's global RNG, as generate
+            return float(torch.rand(()))
         return float(torch.rand((), generator=self.generator, device=self.generator.device))
 
     def _sample(self, weights: torch.Tensor) -> int:
+        if self.generator is None:
+            return int(torch.multinomial(weights, 1))
         return int(torch.multinomial(weights.to(self.generator.device), 1, generator=self.generator))
 
     def verify(
-        self, logits: torch.Tensor, candidates: Candidates, prefix: Sequence[int] = ()
+        self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring | None = None
     ) -> Verification:
         drafts = candidates.tokens.tolist()  # [G'][N-1]
         length = candidates.tokens.shape[1] if candidates.count else 0
         alive = list(range(candidates.count))
         accepted: list[int] = []
+        scores: list[torch.Tensor] = []  # [V] processed scores of each position reached
         row = 0  # logits row of the current position: after the last committed token
         while True:
-            probabilities = self._probabilities([*prefix, *accepted], logits[row])
+            scores.append(logits[row].float() if scoring is None else scoring(accepted, logits[row]))
+            probabilities = self._probabilities(scores[-1])
             if len(accepted) == length or not alive:
                 token = self._sample(probabilities)
                 break
@@ -97,4 +118,6 @@ class SamplingVerifier(Verifier):
             alive = [index for index in alive if drafts[index][position] == chosen]
             row = 1 + alive[0] * length + position
         winner = alive[0] if accepted else -1
-        return Verification(tokens=[*accepted, token], candidate_index=winner, matched=len(accepted))
+        return Verification(
+            tokens=[*accepted, token], candidate_index=winner, matched=len(accepted), scores=tuple(scores)
+        )

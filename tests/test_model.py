@@ -43,7 +43,7 @@ def test_tiny_model_builds_and_runs(name):
     assert logits.shape == (2, 10, TINY_VOCAB_SIZE)
     assert torch.isfinite(logits).all()
     assert model.generation_config.eos_token_id is None
-    assert model.generation_config.pad_token_id == 0
+    assert model.generation_config.pad_token_id is None  # no prompt token is read as padding
 
 
 @pytest.mark.parametrize("name", TINY_NAMES)

@@ -1,0 +1,40 @@
+"""A lookahead step's tree mask for FlexAttention (``attn_implementation="flex_attention"``).
+
+transformers hands a 4D tensor mask to its flex attention as a score modification that indexes the
+mask inside the compiled kernel; on CPU that kernel fails for tree masks (an out-of-bounds index, or a
+crash of the interpreter). A ``BlockMask`` is flex attention's own mask form: built here from the
+step's visibility (the same [B, 1, S, P + S] mask every other implementation gets), it lets the kernel
+skip the blocks no query sees and needs no score modification.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FLEX = "flex_attention"
+
+
+def uses_flex(model) -> bool:
+    """Whether the model's attention is flex attention (its masks must be ``BlockMask``s)."""
+    return getattr(model.config, "_attn_implementation", None) == FLEX
+
+
+def block_masks(masks):
+    """The ``BlockMask`` of each additive mask [B, 1, S, K] (0 where visible), or of each value of a
+    ``{layer type: mask}`` dict."""
+    if isinstance(masks, dict):
+        return {kind: block_mask(mask) for kind, mask in masks.items()}
+    return block_mask(masks)
+
+
+def block_mask(additive: torch.Tensor):
+    """A ``BlockMask`` with the visibility of ``additive`` [B, 1, S, K] (0: visible, -inf: hidden)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    visible = (additive[:, 0] == 0).contiguous()  # [B, S, K]
+    batch, queries, keys = visible.shape
+
+    def mask_mod(b, h, q, kv):
+        return visible[b, q, kv]
+
+    return create_block_mask(mask_mod, batch, None, queries, keys, device=visible.device)

@@ -1,0 +1,96 @@
+"""Every causal-LM architecture of the installed transformers is either token-identical to HF greedy
+or refused with a ``ValueError`` naming the cause: never silently different, never a crash.
+
+Tiny random models are built from each config class (``tests/tiny_architectures.py``); an architecture
+whose tiny model cannot be built, or on which HF's own ``generate`` fails, is skipped with the reason.
+"""
+
+import copy
+
+import pytest
+import torch
+import transformers
+
+from lade import LookaheadDecoder
+from tests.tiny_architectures import ARCHITECTURES, VOCAB, CannotBuild, tiny_model
+
+NEW_TOKENS = 24
+# Mainstream decoders that must decode, not be refused: a refusal bug would otherwise pass every case.
+MUST_DECODE = {
+    "cohere",
+    "deepseek_v3",
+    "falcon",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gpt2",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "mixtral",
+    "olmo2",
+    "opt",
+    "phi3",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "starcoder2",
+}
+
+
+@pytest.mark.parametrize("model_type", ARCHITECTURES)
+def test_every_causal_lm_is_exact_or_refused(model_type):
+    try:
+        model = tiny_model(model_type)
+    except CannotBuild as reason:
+        pytest.skip(f"no tiny {model_type} model: {str(reason)[:200]}")
+    ids = torch.randint(1, VOCAB, (1, 12), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    try:
+        reference = model.generate(
+            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=[]
+        )
+    except Exception as error:
+        pytest.skip(f"HF generate fails on the tiny {model_type} model: {type(error).__name__}: {error}")
+    try:
+        result = LookaheadDecoder(model, window=5, ngram=3, guess=5).generate(
+            ids, NEW_TOKENS, attention_mask=mask, eos_token_id=[], do_sample=False
+        )
+    except ValueError as refusal:
+        assert model_type not in MUST_DECODE, f"{model_type} was refused: {refusal}"
+        assert len(str(refusal)) > 40  # names the cause
+        return
+    assert torch.equal(result.sequences, reference), f"{model_type}: different tokens"
+
+
+def test_bloom_is_refused_for_its_positions():
+    with pytest.raises(ValueError, match="position_ids"):
+        LookaheadDecoder(tiny_model("bloom"))
+
+
+@pytest.mark.parametrize("implementation", ["flash_attention_2", "flash_attention_3", "paged|sdpa"])
+def test_attention_without_arbitrary_masks_is_refused(tiny_models, implementation):
+    model = copy.copy(tiny_models("llama", "sdpa"))
+    model.config = copy.deepcopy(model.config)
+    model.config._attn_implementation = implementation
+    with pytest.raises(ValueError, match="attn_implementation"):
+        LookaheadDecoder(model)
+
+
+def test_encoder_decoder_models_are_refused():
+    config = transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4, decoder_start_token_id=0
+    )
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        LookaheadDecoder(transformers.T5ForConditionalGeneration(config))
+
+
+def test_a_model_that_ignores_the_tree_mask_is_caught_by_the_self_check(tiny_models):
+    """Negative control of the self-check: a decoder whose masks hide nothing is refused on its first
+    call, not decoded wrongly."""
+    decoder = LookaheadDecoder(tiny_models("llama", "sdpa"), 3, 3, 3)
+    decoder._mask = lambda layout, prefix_len, positions, window, reuse: torch.zeros(
+        1, 1, layout.size, prefix_len + layout.size
+    )
+    with pytest.raises(ValueError, match="does not decode causally"):
+        decoder.generate(torch.tensor([[1, 2, 3, 4]]), 5)
