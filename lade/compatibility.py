@@ -66,8 +66,8 @@ def self_check(decoder) -> None:
     """Decode a few tokens the lookahead way and compare with one plain forward; ``ValueError`` when
     they disagree.
 
-    Reference: one forward of the prompt ``p`` (4 tokens) and ``r b c`` with the model's own masking:
-    logits at ``r``, ``b``, ``c``. Test, as the decoder works: the prompt but its last token prefilled,
+    Reference: one forward of the prompt ``p`` (4 tokens) and ``r b c`` under a causal mask: logits at
+    ``r``, ``b``, ``c``. Test, as the decoder works: the prompt but its last token prefilled,
     then one tree step with that token as the root and two candidates ``[r, a]`` and ``[r, b]`` (``a``
     and ``b`` at the same position, neither seeing the other), the cache cut back to ``p3 r b``, and ``c``
     fed alone. A model that attends to later tokens (not causal), ignores the tree mask or the positions,
@@ -81,15 +81,8 @@ def self_check(decoder) -> None:
     tree = decoder._to_device(step_layout(0, 1, 2, 2))  # rows: p3, then [r, a] and [r, b]
     try:
         sequence = torch.cat([prompt, _ids(device, r, b, c)])
-        extra = {"logits_to_keep": 3} if decoder._keeps_logits else {}
-        out = model(
-            input_ids=sequence[None],
-            position_ids=torch.arange(7, device=device)[None],
-            cache=new_cache(),
-            use_cache=True,
-            **extra,
-        )
-        expected = out.logits[0, -3:].float()
+        rows = torch.arange(4, 7, device=device)
+        expected = decoder._forward(sequence, _chain(decoder, 7), 0, new_cache(), rows).float()
         cache = new_cache()
         decoder._prefill(prompt[:3], cache)
         step = decoder._forward(_ids(device, prompt[3], r, a, r, b), tree, 3, cache, _rows(device, 5))

@@ -541,7 +541,11 @@ class LookaheadDecoder:
     def _prefill(self, tokens: torch.Tensor, cache) -> None:
         """Run the model over a prompt's tokens [T] into an empty cache, with the model's own causal
         (and sliding-window) masking: a plain causal chain needs no tree mask, and attention kernels
-        run it faster than an explicit [T, T] mask (``python experiments/ab_prefill.py``)."""
+        run it faster than an explicit [T, T] mask (``python experiments/ab_prefill.py``). Flex attention
+        gets the chain's mask from us, as every step's (see ``lade.flex``)."""
+        if self.flex:
+            self._forward(tokens, self._layout_chain(tokens.shape[0]), 0, cache)
+            return
         extra = {"logits_to_keep": 1} if self._keeps_logits else {}
         positions = torch.arange(tokens.shape[0], device=tokens.device)
         self.model(input_ids=tokens[None], position_ids=positions[None], cache=cache, use_cache=True, **extra)

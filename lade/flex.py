@@ -4,7 +4,9 @@ transformers hands a 4D tensor mask to its flex attention as a score modificatio
 mask inside the compiled kernel; on CPU that kernel fails for tree masks (an out-of-bounds index, or a
 crash of the interpreter). A ``BlockMask`` is flex attention's own mask form: built here from the
 step's visibility (the same [B, 1, S, P + S] mask every other implementation gets), it lets the kernel
-skip the blocks no query sees and needs no score modification.
+skip the blocks no query sees and needs no score modification. Every forward of a flex model, the
+prefill included, gets its mask from here: transformers' own flex masks (sliding windows, padding)
+hit a kernel-generation bug of torch 2.13 on CPU once flex attention has been recompiled for new shapes.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ def block_mask(additive: torch.Tensor):
     """A ``BlockMask`` with the visibility of ``additive`` [B, 1, S, K] (0: visible, -inf: hidden)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    visible = (additive[:, 0] == 0).contiguous()  # [B, S, K]
-    batch, queries, keys = visible.shape
+    batch, _, queries, keys = additive.shape
+    # One flat lookup, not visible[b, q, kv]: torch 2.13's CPU kernel generator fails to compile the 3D
+    # lookup once flex attention has been recompiled for a new batch size (an undeclared variable)
+    visible = (additive[:, 0] == 0).reshape(-1).contiguous()  # [B * S * K]
 
     def mask_mod(b, h, q, kv):
-        return visible[b, q, kv]
+        return visible[(b * queries + q) * keys + kv]
 
     return create_block_mask(mask_mod, batch, None, queries, keys, device=visible.device)

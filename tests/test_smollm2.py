@@ -58,3 +58,36 @@ def test_batched_humaneval_rows_identical_to_hf_batched_greedy(smollm2):
             ids, max_new_tokens=48, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
         )
         assert torch.equal(result.sequences, reference)
+
+
+def test_generate_parity_on_a_real_checkpoint(smollm2):
+    """The issue's done-criteria on SmolLM2: a repetition penalty in the model's generation config,
+    custom_generate, stop strings and scores, each equal to what model.generate gives."""
+    import copy
+
+    model, tokenizer = smollm2
+    model = copy.copy(model)
+    model.generation_config = copy.deepcopy(model.generation_config)
+    model.generation_config.repetition_penalty = 1.3
+    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(3)]
+    decoder = lade.LookaheadDecoder(model, window=5, ngram=3, guess=5)
+    for ids in prompts:
+        reference = model.generate(ids, max_new_tokens=48)
+        assert torch.equal(decoder.generate(ids, max_new_tokens=48).sequences, reference)
+    model.generation_config.repetition_penalty = None
+    ids = prompts[0]
+    greedy = model.generate(ids, max_new_tokens=48, do_sample=False)
+    out = model.generate(ids, max_new_tokens=48, do_sample=False, custom_generate=lade.custom_generate)
+    assert torch.equal(out, greedy)
+    text = tokenizer.decode(greedy[0, ids.shape[1] :])
+    stop = text.split()[3]  # a word inside the output
+    options = {"max_new_tokens": 48, "do_sample": False, "stop_strings": stop, "tokenizer": tokenizer}
+    reference = model.generate(ids, **options)
+    assert reference.shape[1] < greedy.shape[1]
+    assert torch.equal(decoder.generate(ids, **options).sequences, reference)
+    options = {"max_new_tokens": 32, "do_sample": False, "return_dict_in_generate": True}
+    reference = model.generate(ids, output_scores=True, **options)
+    result = decoder.generate(ids, output_scores=True, **options)
+    assert torch.equal(result.sequences, reference.sequences)
+    gaps = [(a - b).abs().max().item() for a, b in zip(result.scores, reference.scores, strict=True)]
+    assert max(gaps) < 1e-3
