@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench, load_synthetic
-from lade.decoding import LookaheadDecoder, default_pool
+from lade.decoding import LookaheadDecoder, default_pad_id, default_pool
 from lade.model import load_model
 from strategies.plain import AutoregressiveProposer
 
@@ -95,24 +95,32 @@ class _ForwardCounter:
         self.calls += 1
 
 
+def greedy_options(model, max_new_tokens: int, eos: list[int]) -> dict:
+    """The ``generate`` keyword arguments of a greedy benchmark call, given alike to ``model.generate``
+    and to every lookahead decoder, so both resolve the same settings (the model's generation config,
+    e.g. a repetition penalty, applies to both) and "identical" compares like with like. The sampling
+    controls are unset: they do nothing under greedy decoding but make transformers warn."""
+    return {
+        "max_new_tokens": max_new_tokens,
+        "do_sample": False,
+        "eos_token_id": eos,
+        "pad_token_id": default_pad_id(model, eos),
+        "temperature": None,
+        "top_k": None,
+        "top_p": None,
+    }
+
+
 def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None):
     """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction)."""
     counter = _ForwardCounter(model)
+    options = greedy_options(model, max_new_tokens, eos)
 
-    def hf(**options):
+    def hf(**extra):
         def call(ids):
             before = counter.calls
             out = model.generate(
-                ids.to(model.device),
-                attention_mask=torch.ones_like(ids).to(model.device),
-                do_sample=False,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=eos or None,
-                pad_token_id=eos[0] if eos else model.generation_config.pad_token_id,
-                top_p=None,
-                top_k=None,
-                temperature=None,
-                **options,
+                ids.to(model.device), attention_mask=torch.ones_like(ids).to(model.device), **options, **extra
             )
             new = out[0, ids.shape[1] :].tolist()
             # steps = forward calls: the prefill yields the first token, as our first step does
@@ -122,7 +130,7 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
 
     def decoder_method(decoder):
         def call(ids):
-            res = decoder.generate(ids, max_new_tokens=max_new_tokens, eos_token_id=eos)
+            res = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
             return res.sequences[0, ids.shape[1] :].tolist(), res.metrics.steps, res.metrics.overhead_fraction
 
         return call

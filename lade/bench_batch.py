@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lade.bench import DATASETS, config_decoder, config_name, load_prompts, parse_config, plain_decoder
+from lade.bench import (
+    DATASETS,
+    config_decoder,
+    config_name,
+    greedy_options,
+    load_prompts,
+    parse_config,
+    plain_decoder,
+)
 from lade.data import left_pad, row_outputs
 from lade.decoding import LookaheadDecoder, default_pad_id
 from lade.model import load_model
@@ -48,26 +56,16 @@ def build_methods(
     """name -> callable(ids [B, T], mask [B, T]) returning (row outputs, row steps, share of step time
     outside the forward)."""
 
+    options = {**greedy_options(model, max_new_tokens, eos), "pad_token_id": pad}
+
     def hf(ids, mask):
-        out = model.generate(
-            ids.to(model.device),
-            attention_mask=mask.to(model.device),
-            do_sample=False,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos or None,
-            pad_token_id=pad,
-            top_p=None,
-            top_k=None,
-            temperature=None,
-        )
+        out = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), **options)
         rows = row_outputs(out, ids.shape[1], eos, max_new_tokens)
         return rows, float("nan"), float("nan")
 
     def lookahead(decoder: LookaheadDecoder):
         def call(ids, mask):
-            res = decoder.generate(
-                ids, max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
-            )
+            res = decoder.generate(ids, attention_mask=mask, **options)
             outputs = row_outputs(res.sequences, ids.shape[1], eos, max_new_tokens)
             return outputs, res.metrics.steps, res.metrics.overhead_fraction
 

@@ -23,6 +23,19 @@ from lade.types import STEP_STAGES
 WARMUP_TOKENS = 8
 
 
+def call_options(model, eos: list[int], sampling: dict | None) -> dict:
+    """The ``generate`` keyword arguments of a job's calls, given alike to ``model.generate`` and to the
+    lookahead decoder, so both resolve the same settings from the model's generation config: greedy
+    (sampling controls unset: they do nothing then but make transformers warn) or sampling with the
+    job's controls."""
+    controls = (
+        {"do_sample": True, **sampling}
+        if sampling is not None
+        else {"do_sample": False, "top_k": None, "top_p": None, "temperature": None}
+    )
+    return {"eos_token_id": eos, "pad_token_id": default_pad_id(model, eos), **controls}
+
+
 class HFBaseline:
     """``model.generate``: greedy (the reference for identical outputs) or, given sampling
     controls, plain sampling with the same controls as the lookahead job."""
@@ -30,22 +43,15 @@ class HFBaseline:
     def __init__(self, model, eos_token_id: list[int], sampling: dict | None = None):
         self.model = model
         self.eos = eos_token_id
-        self.sampling = sampling
+        self.options = call_options(model, eos_token_id, sampling)
 
     def __call__(self, input_ids: torch.Tensor, max_new_tokens: int, attention_mask=None) -> list[list[int]]:
         """New tokens of each row of ``input_ids`` [B, T] (left-padded per ``attention_mask``)."""
-        controls = (
-            {"do_sample": True, **self.sampling}
-            if self.sampling is not None
-            else {"do_sample": False, "top_k": None, "top_p": None, "temperature": None}
-        )
         out = self.model.generate(
             input_ids,
             attention_mask=torch.ones_like(input_ids) if attention_mask is None else attention_mask,
             max_new_tokens=max_new_tokens,
-            eos_token_id=self.eos,
-            pad_token_id=default_pad_id(self.model, self.eos),
-            **controls,
+            **self.options,
         )
         return row_outputs(out, input_ids.shape[1], self.eos, max_new_tokens)
 
@@ -109,16 +115,14 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     pad = default_pad_id(model, eos)
 
     def lookahead(ids, mask):
-        result = decoder.generate(
-            ids, cfg.max_new_tokens, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
-        )
+        result = decoder.generate(ids, cfg.max_new_tokens, attention_mask=mask, **baseline.options)
         return row_outputs(result.sequences, ids.shape[1], eos, cfg.max_new_tokens), result
 
     # Warm-up on the first batch: the first calls pay for lazy initialisation, allocator growth and
     # (auto) the latency curves of this batch size.
     first, first_mask = left_pad(encoded[:batch_size], pad)
     baseline(first, WARMUP_TOKENS, first_mask)
-    decoder.generate(first, WARMUP_TOKENS, attention_mask=first_mask, eos_token_id=eos, pad_token_id=pad)
+    decoder.generate(first, WARMUP_TOKENS, attention_mask=first_mask, **baseline.options)
 
     prompt_rows, step_rows = [], []
     histogram: dict[int, int] = {}
