@@ -1,9 +1,14 @@
 """Shared fixtures: tiny random models (built once per session) and the HF greedy reference."""
 
+import os
+
 import pytest
 import torch
 
 import lade
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one torch thread per worker, one worker per core
+    torch.set_num_threads(1)
 
 ARCHITECTURES = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
 ATTENTION = ("sdpa", "eager")

@@ -128,28 +128,30 @@ def test_a_sampling_generation_config_samples_like_generate(llama):
 
 
 def test_sampling_without_a_generator_follows_hfs_default_top_k(llama):
-    """Plain do_sample=True: generate applies its global default top_k=50. The first sampled token,
-    drawn from the global RNG, must follow exactly that distribution (chi-square over 3,000 draws)."""
+    """Plain do_sample=True: generate applies its global default top_k=50 and the model's generation
+    config (here a temperature and a top_p). The first sampled token, drawn from the global RNG, must
+    follow exactly that distribution (chi-square over 2,000 draws)."""
     from scipy.stats import chisquare
 
     ids = prompt("random", 9)
     llama.generation_config.temperature = 2.0  # flatter: the top-k cut matters
+    llama.generation_config.top_p = 0.995
     config, _ = llama._prepare_generation_config(None, do_sample=True)
     processors = llama._get_logits_processor(config, ids.shape[1])
     with torch.no_grad():
         probs = torch.softmax(processors(ids, llama(ids).logits[:, -1].float()).double(), -1)[0]
-    assert int((probs > 0).sum()) == 50
+    assert 30 < int((probs > 0).sum()) < 50  # both cuts bite
     sampler = decoder(llama, (3, 3, 3))
     torch.manual_seed(123)
     counts = torch.zeros(VOCAB)
-    for _ in range(3000):
+    for _ in range(2000):
         counts[int(sampler.generate(ids, 1, do_sample=True).sequences[0, -1])] += 1
     assert int(counts[probs == 0].sum()) == 0
-    frequent, rare = probs * 3000 >= 5, (probs > 0) & (probs * 3000 < 5)  # rare cells pooled
-    observed, expected = counts[frequent].tolist(), (probs[frequent] * 3000).tolist()
+    frequent, rare = probs * 2000 >= 5, (probs > 0) & (probs * 2000 < 5)  # rare cells pooled
+    observed, expected = counts[frequent].tolist(), (probs[frequent] * 2000).tolist()
     if bool(rare.any()):
         observed.append(float(counts[rare].sum()))
-        expected.append(float(probs[rare].sum() * 3000))
+        expected.append(float(probs[rare].sum() * 2000))
     assert chisquare(observed, expected).pvalue > 1e-3
 
 

@@ -158,14 +158,14 @@ def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng):
     decoder = LookaheadDecoder(small_model, window, ngram, guess, pool=pool, latency=flat)
     generator = torch.Generator().manual_seed(99)
     counts, multi = {}, 0
-    for _ in range(2000):
+    for _ in range(1500):
         result = decoder.generate(
             prompt, max_new_tokens=3, eos_token_id=[], do_sample=True, generator=generator, **settings
         )
         key = tuple(result.sequences[0, prompt.shape[1] :].tolist())
         counts[key] = counts.get(key, 0) + 1
         multi += any(n > 1 for n in result.metrics.tokens_per_step)
-    assert multi > 100  # candidates were accepted often: the test exercises the speculative path
+    assert multi > 75  # candidates were accepted often: the test exercises the speculative path
     assert pooled_chi_square_p(counts, expected) > 1e-3
 
 
@@ -193,7 +193,7 @@ def test_batched_sampling_rows_match_plain_sampling(small_model, shared_pool):
     decoder = LookaheadDecoder(small_model, 4, 4, 4, pool=pool, shared_pool=shared_pool)
     generator = torch.Generator().manual_seed(7)
     counts, multi = [{}, {}], 0
-    for _ in range(1500):
+    for _ in range(1000):
         result = decoder.generate(
             ids,
             max_new_tokens=3,
@@ -207,7 +207,7 @@ def test_batched_sampling_rows_match_plain_sampling(small_model, shared_pool):
             key = tuple(result.sequences[b, width:].tolist())
             counts[b][key] = counts[b].get(key, 0) + 1
         multi += sum(n > 1 for n in result.metrics.tokens_per_step)
-    assert multi > 50  # steps that accepted a candidate: the speculative path ran in the batch
+    assert multi > 33  # steps that accepted a candidate: the speculative path ran in the batch
     for b in range(2):
         assert pooled_chi_square_p(counts[b], expected[b]) > 1e-3, b
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import lade
+from lade.calibration import LatencyModel
 from lade.data import humaneval_prompts
 
 pytestmark = pytest.mark.slow
@@ -19,12 +20,12 @@ def test_humaneval_outputs_identical_to_hf_greedy_and_compressed(smollm2):
     eos = model.generation_config.eos_token_id
     decoder = lade.LookaheadDecoder(model, window=7, ngram=5, guess=7)
     new_tokens = steps = 0
-    for text in humaneval_prompts(10):
+    for text in humaneval_prompts(3):
         ids = tokenizer(text, return_tensors="pt").input_ids
         reference = model.generate(
-            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=128, eos_token_id=eos
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=96, eos_token_id=eos
         )
-        result = decoder.generate(ids, max_new_tokens=128, eos_token_id=eos)
+        result = decoder.generate(ids, max_new_tokens=96, eos_token_id=eos)
         assert torch.equal(result.sequences, reference), text[:60]
         new_tokens += result.metrics.new_tokens
         steps += result.metrics.steps
@@ -51,11 +52,14 @@ def test_batched_humaneval_rows_identical_to_hf_batched_greedy(smollm2):
     prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(4)]
     ids, mask = left_pad(prompts, pad)
     reference = model.generate(
-        ids, attention_mask=mask, do_sample=False, max_new_tokens=48, eos_token_id=eos, pad_token_id=pad
+        ids, attention_mask=mask, do_sample=False, max_new_tokens=32, eos_token_id=eos, pad_token_id=pad
     )
-    for decoder in (lade.LookaheadDecoder(model, window=5, ngram=4, guess=5), lade.LookaheadDecoder(model)):
+    # auto on a given GPU-like latency curve: it runs the branch and verifies candidates (and measures no
+    # batch curves, which tests/test_autotune.py covers on tiny models)
+    flat = LatencyModel((1, 1024), (1.0, 1.05))
+    for decoder in (lade.LookaheadDecoder(model, 5, 4, 5), lade.LookaheadDecoder(model, latency=flat)):
         result = decoder.generate(
-            ids, max_new_tokens=48, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
+            ids, max_new_tokens=32, attention_mask=mask, eos_token_id=eos, pad_token_id=pad
         )
         assert torch.equal(result.sequences, reference)
 
@@ -69,7 +73,7 @@ def test_generate_parity_on_a_real_checkpoint(smollm2):
     model = copy.copy(model)
     model.generation_config = copy.deepcopy(model.generation_config)
     model.generation_config.repetition_penalty = 1.3
-    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(3)]
+    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(2)]
     decoder = lade.LookaheadDecoder(model, window=5, ngram=3, guess=5)
     for ids in prompts:
         reference = model.generate(ids, max_new_tokens=48)
