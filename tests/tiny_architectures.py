@@ -73,6 +73,45 @@ SIZES = {
 }
 
 
+NEW_TOKENS = 24
+
+
+def check(model_type: str) -> dict:
+    """One architecture's outcome with lookahead decoding (W=5 N=3 G=5, 24 new tokens after a 12-token
+    prompt, greedy): ``identical`` (to HF greedy), ``refused`` (a ``ValueError``), ``different``,
+    ``crashed`` (any other exception), or, when it cannot be tested here, ``no tiny model`` or ``HF
+    generate fails``; with the ``reason`` and the ``compression``."""
+    from lade import LookaheadDecoder
+
+    row = {"model_type": model_type, "class": "", "outcome": "", "reason": "", "compression": float("nan")}
+    try:
+        model = tiny_model(model_type)
+    except CannotBuild as reason:
+        return row | {"outcome": "no tiny model", "reason": str(reason)[:300]}
+    row["class"] = type(model).__name__
+    ids = torch.randint(1, VOCAB, (1, 12), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    try:
+        reference = model.generate(
+            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=[]
+        )
+    except Exception as error:
+        return row | {"outcome": "HF generate fails", "reason": f"{type(error).__name__}: {error}"[:300]}
+    try:
+        result = LookaheadDecoder(model, window=5, ngram=3, guess=5).generate(
+            ids, NEW_TOKENS, attention_mask=mask, eos_token_id=[], do_sample=False
+        )
+    except ValueError as refusal:
+        return row | {"outcome": "refused", "reason": str(refusal)[:300]}
+    except Exception as error:
+        return row | {"outcome": "crashed", "reason": f"{type(error).__name__}: {error}"[:300]}
+    same = torch.equal(result.sequences, reference)
+    return row | {
+        "outcome": "identical" if same else "different",
+        "compression": result.metrics.compression_ratio,
+    }
+
+
 class CannotBuild(Exception):
     """The architecture's tiny model could not be built (a limit of this harness, not of the decoder)."""
 

@@ -1,0 +1,137 @@
+"""A/B: lookahead decoding with FlexAttention (tree masks as ``BlockMask``s, ``lade/flex.py``) next to
+sdpa, and HF greedy with each, on SmolLM2 (float32) and the first HumanEval prompts.
+
+    python experiments/ab_flex.py [--limit 5] [--max-new-tokens 64] [--config 5,3,5]
+
+Every method runs every prompt once (after an untimed warm-up each: flex attention compiles on first
+use), the order rotating per prompt. Writes ``experiments/results/flex/flex.csv`` (per prompt and
+method: seconds, new tokens, steps, identical to HF greedy with sdpa) and ``flex.md`` (tokens/s, the
+ratio of summed times to HF greedy with sdpa, the CPU, the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+import lade
+from lade.bench import greedy_options, parse_config
+from lade.data import humaneval_prompts
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cpu_flags() -> str:
+    """The CPU model and its vector extensions that matter for these kernels."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line), "?")
+    flags = next(
+        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []
+    )
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--limit", type=int, default=5)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--config", type=parse_config, default=(5, 3, 5))
+    parser.add_argument("--out", default=str(REPO / "experiments/results/flex"))
+    args = parser.parse_args()
+    sdpa, tokenizer = lade.load_model("smollm2")
+    flex, _ = lade.load_model("smollm2", attn_implementation="flex_attention")
+    eos = [sdpa.generation_config.eos_token_id]
+    options = greedy_options(sdpa, args.max_new_tokens, eos)
+    prompts = [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(args.limit)]
+    decoders = {
+        name: lade.LookaheadDecoder(model, *args.config) for name, model in (("sdpa", sdpa), ("flex", flex))
+    }
+
+    def hf(model):
+        return lambda ids: model.generate(ids, attention_mask=torch.ones_like(ids), **options)[
+            0
+        ].tolist(), None
+
+    def lookahead(decoder):
+        def call(ids):
+            result = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
+            return result.sequences[0].tolist(), result.metrics.steps
+
+        return call
+
+    methods = {
+        "hf_greedy sdpa": hf(sdpa),
+        "hf_greedy flex": hf(flex),
+        "lookahead sdpa": lookahead(decoders["sdpa"]),
+        "lookahead flex": lookahead(decoders["flex"]),
+    }
+    for call in methods.values():  # warm-up: flex attention compiles here
+        call(prompts[0])
+    rows, names = [], list(methods)
+    for i, ids in enumerate(prompts):
+        outputs = {}
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            started = time.perf_counter()
+            outputs[name], steps = methods[name](ids)
+            rows.append(
+                {
+                    "prompt": i,
+                    "method": name,
+                    "seconds": time.perf_counter() - started,
+                    "new_tokens": len(outputs[name]) - ids.shape[1],
+                    "steps": steps,
+                }
+            )
+        for row in rows[-len(names) :]:
+            row["identical"] = outputs[row["method"]] == outputs["hf_greedy sdpa"]
+    frame = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "flex.csv", index=False)
+    totals = frame.groupby("method", sort=False).agg(
+        seconds=("seconds", "sum"),
+        new_tokens=("new_tokens", "sum"),
+        steps=("steps", "sum"),
+        identical=("identical", "sum"),
+    )
+    reference = totals.loc["hf_greedy sdpa", "seconds"]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    window, ngram, guess = args.config
+    lines = [
+        "# FlexAttention next to sdpa",
+        "",
+        f"Regenerate: `python experiments/ab_flex.py --limit {args.limit} "
+        f"--max-new-tokens {args.max_new_tokens} --config {window},{ngram},{guess}` "
+        f"(commit {commit.stdout.strip()}, torch {torch.__version__}, "
+        f"transformers {__import__('transformers').__version__}). SmolLM2-135M-Instruct float32, the first "
+        f"{args.limit} HumanEval prompts, {args.max_new_tokens} new tokens, lookahead W={window} N={ngram} "
+        f"G={guess}; CPU: {cpu_flags()}. Methods alternate per prompt after a warm-up each.",
+        "",
+        "| method | tok/s | vs HF greedy (sdpa), ratio of summed times | compression "
+        "| identical to HF greedy (sdpa) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, t in totals.iterrows():
+        compression = f"{t.new_tokens / t.steps:.3f}" if t.steps == t.steps and t.steps else "-"
+        lines.append(
+            f"| {name} | {t.new_tokens / t.seconds:.1f} | {reference / t.seconds:.3f}x | {compression} "
+            f"| {int(t.identical)}/{args.limit} |"
+        )
+    (out / "flex.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
