@@ -60,9 +60,10 @@ def main() -> None:
     }
 
     def hf(model):
-        return lambda ids: model.generate(ids, attention_mask=torch.ones_like(ids), **options)[
-            0
-        ].tolist(), None
+        def call(ids):
+            return model.generate(ids, attention_mask=torch.ones_like(ids), **options)[0].tolist(), None
+
+        return call
 
     def lookahead(decoder):
         def call(ids):

@@ -91,13 +91,7 @@ def check(model_type: str) -> dict:
     row["class"] = type(model).__name__
     ids = torch.randint(1, VOCAB, (1, 12), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
-    try:
-        reference = model.generate(
-            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=[]
-        )
-    except Exception as error:
-        return row | {"outcome": "HF generate fails", "reason": f"{type(error).__name__}: {error}"[:300]}
-    try:
+    try:  # first ours: a refusal is what a user meets, whether or not HF's own generate works
         result = LookaheadDecoder(model, window=5, ngram=3, guess=5).generate(
             ids, NEW_TOKENS, attention_mask=mask, eos_token_id=[], do_sample=False
         )
@@ -105,6 +99,12 @@ def check(model_type: str) -> dict:
         return row | {"outcome": "refused", "reason": str(refusal)[:300]}
     except Exception as error:
         return row | {"outcome": "crashed", "reason": f"{type(error).__name__}: {error}"[:300]}
+    try:
+        reference = model.generate(
+            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=[]
+        )
+    except Exception as error:
+        return row | {"outcome": "HF generate fails", "reason": f"{type(error).__name__}: {error}"[:300]}
     same = torch.equal(result.sequences, reference)
     return row | {
         "outcome": "identical" if same else "different",
