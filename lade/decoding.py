@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from lade.calibration import (
     default_calibration_dir,
     load_cached,
     measure,
+    sizes_worth_measuring,
     store,
 )
 from lade.compatibility import check_static, self_check
@@ -104,6 +106,9 @@ class _Timer:
     def now(self) -> float:
         """The time of the latest lap."""
         return self._start
+
+
+log = logging.getLogger(__name__)
 
 
 class LookaheadDecoder:
@@ -215,6 +220,12 @@ class LookaheadDecoder:
         path = Path(directory) / f"{key}.json"
         cached = None if refresh else load_cached(path)
         if cached is None:
+            log.warning(
+                "lookahead auto: measuring forward latency vs tokens per step%s, once for this model and "
+                "machine (cached in %s; pass latency= to skip)",
+                f" for batches of {rows}" if rows > 1 else "",
+                path,
+            )
             cached = self._measure_latency(sizes, repeats, rows=rows)
             store(path, cached, key)
         if rows == 1:
@@ -474,6 +485,8 @@ class LookaheadDecoder:
                 if rows > 1:  # one row's prefill, repeated: the same text in every row, the same cost
                     cache.batch_repeat_interleave(rows)
                 run_step = self._timed_step(text, context, cache, rows, wanted)
+                if context == lengths[0]:  # a step committing at most N tokens per row cannot pay beyond
+                    wanted = sizes_worth_measuring(run_step, wanted, self.ngram)
                 curves.append(measure(run_step, wanted, repeats, context))
         latency = None
         for curve in reversed(curves):  # the shortest context outermost, each holding the next longer

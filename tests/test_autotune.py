@@ -279,3 +279,24 @@ def test_jacobi_resize_keeps_columns_and_output_stays_exact():
     moderate = LatencyModel((1, 8, 16, 32, 64), (1.0, 1.02, 1.05, 1.4, 2.5))
     result = LookaheadDecoder(model, latency=moderate).generate(ids, max_new_tokens=50)
     assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 50)
+
+
+def test_calibration_stops_at_the_first_size_that_cannot_pay():
+    """A step feeding S tokens that costs more than N single-token steps can never pay: sizes past the
+    first such one are not measured (a fake clock: each step sleeps its modelled latency)."""
+    import time as clock
+
+    from lade.calibration import sizes_worth_measuring
+
+    fed = []
+
+    def run_step(size):  # 1 ms per token: linear, as bf16 without native kernels
+        fed.append(size)
+        clock.sleep(0.001 * size)
+
+    kept = sizes_worth_measuring(run_step, [1, 2, 4, 8, 16, 32], most_tokens=5)
+    assert kept == [1, 2, 4, 8]  # 8 ms > 1.25 * 5 * 1 ms: kept as the last, 16 and 32 never run
+    assert max(fed) == 8
+
+    flat = sizes_worth_measuring(lambda size: clock.sleep(0.002), [1, 2, 4, 8, 16, 32], most_tokens=5)
+    assert flat == [1, 2, 4, 8, 16, 32]
