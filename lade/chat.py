@@ -1,7 +1,9 @@
 """``python -m lade.chat``: a streaming multi-turn chat on a lookahead decoder (for self-hosters).
 
 Every committed token is printed as soon as the verifier accepts it; blocks of several tokens
-committed by one step are coloured (``chat.color``). After each answer: tokens, tokens/s and the
+committed by one step are coloured (``chat.color``). ``python -m lade.chat --model qwen2.5-coder-1.5b
+--dtype bfloat16`` picks a model (a built-in name, a folder or a hub id) and its dtype; Hydra overrides
+(``model=...``, ``temperature=0.7``) work too. After each answer: tokens, tokens/s and the
 compression ratio. The n-gram pool persists across turns (``pool.persistent``). Ctrl-C stops the
 current answer and keeps what was printed; Ctrl-D (end of input) or ``/exit`` leaves; ``/reset``
 clears the conversation and the pool. Configured by ``conf/chat.yaml`` (same groups as the sweep).
@@ -122,5 +124,29 @@ def main(cfg: DictConfig) -> None:
     chat_session(decoder, tokenizer, cfg)
 
 
+def hydra_arguments(argv: list[str]) -> list[str]:
+    """``--model NAME`` and ``--dtype D`` as Hydra overrides (``model=NAME`` when ``conf/model`` has
+    it, else ``model=hf model.name_or_path=NAME``; ``model.dtype=D``); other arguments unchanged."""
+    out, rest = [], list(argv)
+    while rest:
+        argument = rest.pop(0)
+        flag, _, value = argument.partition("=")
+        if flag not in ("--model", "--dtype"):
+            out.append(argument)
+            continue
+        if not value:
+            if not rest:
+                raise SystemExit(f"{flag} needs a value")
+            value = rest.pop(0)
+        if flag == "--dtype":
+            out.append(f"model.dtype={value}")
+        elif (Path(CONFIG_DIR) / "model" / f"{value}.yaml").is_file():
+            out.insert(0, f"model={value}")  # a group choice comes before overrides of its fields
+        else:
+            out[:0] = ["model=hf", f"model.name_or_path={value}"]
+    return out
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = hydra_arguments(sys.argv[1:])
     main()

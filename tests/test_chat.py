@@ -77,3 +77,17 @@ def test_streamer_colours_multi_token_blocks(tokenizer):
     streamer(ids[1:])
     assert not chunks[0].startswith("\033[") and chunks[1].startswith("\033[")
     assert streamer.tokens == ids
+
+
+def test_model_and_dtype_flags_become_hydra_overrides():
+    from lade.chat import hydra_arguments
+
+    assert hydra_arguments(["--model", "qwen2.5-coder-1.5b", "--dtype=bfloat16", "top_p=0.9"]) == [
+        "model=qwen2.5-coder-1.5b",
+        "model.dtype=bfloat16",
+        "top_p=0.9",
+    ]
+    assert hydra_arguments(["--model=/some/folder"]) == ["model=hf", "model.name_or_path=/some/folder"]
+    assert hydra_arguments(["window=5"]) == ["window=5"]
+    with pytest.raises(SystemExit, match="--model needs a value"):
+        hydra_arguments(["--model"])
