@@ -57,7 +57,7 @@ def prefill_method(model):
     def call(ids):
         with torch.inference_mode():
             model(ids.to(model.device), use_cache=True)
-        return [], 1, float("nan")
+        return [], 1, float("nan"), None
 
     return call
 

@@ -10,8 +10,10 @@ rotates from prompt to prompt so that machine noise hits all methods alike. Per 
 compression ratio (total new tokens / total decoding steps; for HF methods the model's forward calls,
 the prefill included since it yields the first token), tokens/s (total new tokens / total time),
 speedup over HF greedy and over the plain loop as the ratio of total times and as the median of
-per-prompt time ratios, the share of step time spent outside the model forward, and how many
-outputs are identical to HF greedy.
+per-prompt time ratios, the share of step time spent outside the model forward, how many
+outputs are identical to HF greedy, how many of the others first diverge at a near-tie, and the worst
+margin at a first divergence (`lade.divergence`: HF greedy's logit for its token minus its logit for
+the other's; in float32 every output is identical, in bfloat16 divergences should all be near-ties).
 Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories),
 ``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template);
 ``synthetic``: random and repetitive token ids, for the tiny random models (no tokenizer).
@@ -31,6 +33,8 @@ import torch
 
 from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench, load_synthetic
 from lade.decoding import LookaheadDecoder, default_pad_id, default_pool
+from lade.divergence import Divergence, compare, row_logits
+from lade.divergence import summarize as summarize_divergences
 from lade.model import load_model
 from strategies.plain import AutoregressiveProposer
 
@@ -45,6 +49,7 @@ class MethodStats:
     steps: list[int] = field(default_factory=list)
     overhead: list[float] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
 
 
 def parse_config(text: str) -> tuple[int, int, int]:
@@ -112,31 +117,40 @@ def greedy_options(model, max_new_tokens: int, eos: list[int]) -> dict:
 
 
 def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None):
-    """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction)."""
+    """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction, the raw
+    logits of each new token or None). HF greedy returns its logits (``output_logits``: the tensors
+    ``generate`` computes anyway), the reference for `lade.divergence`."""
     counter = _ForwardCounter(model)
     options = greedy_options(model, max_new_tokens, eos)
 
-    def hf(**extra):
+    def hf(keep_logits=False, **extra):
         def call(ids):
             before = counter.calls
             out = model.generate(
-                ids.to(model.device), attention_mask=torch.ones_like(ids).to(model.device), **options, **extra
+                ids.to(model.device),
+                attention_mask=torch.ones_like(ids).to(model.device),
+                return_dict_in_generate=True,
+                output_logits=keep_logits,
+                **options,
+                **extra,
             )
-            new = out[0, ids.shape[1] :].tolist()
+            new = out.sequences[0, ids.shape[1] :].tolist()
+            logits = row_logits(out.logits, 0) if keep_logits else None
             # steps = forward calls: the prefill yields the first token, as our first step does
-            return new, counter.calls - before, float("nan")
+            return new, counter.calls - before, float("nan"), logits
 
         return call
 
     def decoder_method(decoder):
         def call(ids):
             res = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
-            return res.sequences[0, ids.shape[1] :].tolist(), res.metrics.steps, res.metrics.overhead_fraction
+            new = res.sequences[0, ids.shape[1] :].tolist()
+            return new, res.metrics.steps, res.metrics.overhead_fraction, None
 
         return call
 
     available = {
-        "hf_greedy": lambda: hf(),
+        "hf_greedy": lambda: hf(keep_logits=True),
         "hf_prompt_lookup": lambda: hf(prompt_lookup_num_tokens=prompt_lookup_tokens),
         "plain_loop": lambda: decoder_method(plain_decoder(model)),
         "auto": lambda: decoder_method(LookaheadDecoder(model, latency=latency)),
@@ -181,12 +195,17 @@ def run(methods: dict, prompts: list[torch.Tensor], label: str = "") -> dict[str
         order = names[i % len(names) :] + names[: i % len(names)]
         for name in order:
             t0 = time.perf_counter()
-            new, steps, overhead = methods[name](ids)
+            new, steps, overhead, logits = methods[name](ids)
             stats[name].seconds.append(time.perf_counter() - t0)
             stats[name].new_tokens.append(len(new))
             stats[name].steps.append(steps)
             stats[name].overhead.append(overhead)
             stats[name].outputs.append(new)
+            if logits is not None:
+                reference_logits = logits
+        reference = stats["hf_greedy"].outputs[-1]
+        for name in names:  # each output against HF greedy's, the margin from HF greedy's own logits
+            stats[name].divergences.append(compare(reference, reference_logits, stats[name].outputs[-1]))
         print(
             f"{label} prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - started:.0f} s)",
             file=sys.stderr,
@@ -221,9 +240,15 @@ def summarize(stats: dict[str, MethodStats]) -> list[dict]:
                 if name != "hf_greedy"
                 else float("nan"),
                 "identical_to_hf": sum(o == r for o, r in zip(s.outputs, reference.outputs, strict=True)),
+                "near_tie": summarize_divergences(s.divergences)["near_tie"],
+                "worst_margin": summarize_divergences(s.divergences)["worst_margin"],
             }
         )
     return rows
+
+
+def _margin(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"
 
 
 def _percent(value: float) -> str:
@@ -242,6 +267,8 @@ def format_table(rows: list[dict]) -> str:
         "vs plain (median)",
         "outside forward",
         "identical",
+        "near-tie",
+        "worst margin",
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -250,7 +277,7 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['speedup_vs_hf_total']:.3f}x "
             f"| {r['speedup_vs_hf_median']:.3f}x | {r['speedup_vs_plain_total']:.3f}x "
             f"| {r['speedup_vs_plain_median']:.3f}x | {_percent(r['overhead_outside_forward'])} "
-            f"| {r['identical_to_hf']}/{r['prompts']} |"
+            f"| {r['identical_to_hf']}/{r['prompts']} | {r['near_tie']} | {_margin(r['worst_margin'])} |"
         )
     return "\n".join(lines)
 

@@ -18,6 +18,8 @@ from tqdm.auto import tqdm
 from lade.config import Components
 from lade.data import encode, left_pad, row_outputs
 from lade.decoding import LookaheadDecoder, default_pad_id
+from lade.divergence import Divergence, compare, row_logits
+from lade.divergence import summarize as summarize_divergences
 from lade.types import STEP_STAGES
 
 WARMUP_TOKENS = 8
@@ -38,12 +40,16 @@ def call_options(model, eos: list[int], sampling: dict | None) -> dict:
 
 class HFBaseline:
     """``model.generate``: greedy (the reference for identical outputs) or, given sampling
-    controls, plain sampling with the same controls as the lookahead job."""
+    controls, plain sampling with the same controls as the lookahead job. A greedy call keeps the
+    raw logits ``generate`` computed (``logits``: one ``[B, V]`` tensor per new token), the reference
+    for `lade.divergence`."""
 
     def __init__(self, model, eos_token_id: list[int], sampling: dict | None = None):
         self.model = model
         self.eos = eos_token_id
+        self.greedy = sampling is None
         self.options = call_options(model, eos_token_id, sampling)
+        self.logits: tuple[torch.Tensor, ...] = ()
 
     def __call__(self, input_ids: torch.Tensor, max_new_tokens: int, attention_mask=None) -> list[list[int]]:
         """New tokens of each row of ``input_ids`` [B, T] (left-padded per ``attention_mask``)."""
@@ -51,9 +57,26 @@ class HFBaseline:
             input_ids,
             attention_mask=torch.ones_like(input_ids) if attention_mask is None else attention_mask,
             max_new_tokens=max_new_tokens,
+            return_dict_in_generate=True,
+            output_logits=self.greedy,
             **self.options,
         )
-        return row_outputs(out, input_ids.shape[1], self.eos, max_new_tokens)
+        self.logits = out.logits if self.greedy else ()
+        return row_outputs(out.sequences, input_ids.shape[1], self.eos, max_new_tokens)
+
+
+def near_ties(prompt_rows: list[dict], greedy: bool) -> dict:
+    """``near_tie`` (diverging outputs whose first divergence was a near-tie) and ``worst_margin``
+    over a job's prompts (None for sampling jobs, whose outputs differ by design)."""
+    if not greedy:
+        return {"near_tie": None, "worst_margin": None}
+    divergences = [
+        Divergence(row["divergence_position"], row["divergence_margin"])
+        for row in prompt_rows
+        if row["divergence_position"] is not None
+    ]
+    summary = summarize_divergences(divergences)
+    return {"near_tie": summary["near_tie"], "worst_margin": summary["worst_margin"]}
 
 
 def sampling_controls(cfg: DictConfig) -> dict | None:
@@ -139,6 +162,12 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
             else:
                 runs[method], result = lookahead(ids, mask)
             runs[method + "_s"] = time.perf_counter() - started
+        divergences = [
+            compare(runs["baseline"][row], row_logits(baseline.logits, row), runs["lookahead"][row])
+            if sampling is None
+            else Divergence()
+            for row in range(len(members))
+        ]
         # the batch's throughput ratio (the time ratio when both produced the same tokens)
         batch_speedup = (sum(map(len, runs["lookahead"])) / runs["lookahead_s"]) / (
             sum(map(len, runs["baseline"])) / runs["baseline_s"]
@@ -166,6 +195,9 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
                     "identical": runs["lookahead"][row] == runs["baseline"][row]
                     if sampling is None
                     else None,
+                    # where a greedy output first left HF's, and HF's margin there (lade.divergence)
+                    "divergence_position": divergences[row].position,
+                    "divergence_margin": divergences[row].margin,
                     "overhead_fraction": result.metrics.overhead_fraction,
                     "step_tokens_mean": sum(m.step_sizes) / max(m.steps, 1),
                     "branch_fraction": m.branch_steps / max(m.steps, 1),
@@ -195,6 +227,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
         / (total("baseline_new_tokens") / total("baseline_seconds")),
         "speedup_median": statistics.median({r["batch"]: r["speedup"] for r in prompt_rows}.values()),
         "identical": int(total("identical")) if sampling is None else None,
+        **near_ties(prompt_rows, sampling is None),
         "overhead_fraction": 1 - time_split["forward"] / max(sum(time_split.values()), 1e-12),
         # tokens fed per step and the share of steps that ran the lookahead branch (both vary with auto)
         "step_tokens_mean": sum(r["step_tokens_mean"] * r["steps"] for r in prompt_rows)

@@ -29,6 +29,8 @@ SUMMARY_COLUMNS = {
     "baseline_tokens_per_s": "baseline tok/s",
     "speedup": "speedup",
     "identical": "identical",
+    "near_tie": "near-tie",
+    "worst_margin": "worst margin",
     "status": "status",
 }
 
