@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     )
     parser.add_argument("--prompt-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
-    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16, float16, auto")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--spec-bench", default="../shared/data/spec_bench/question.jsonl")
