@@ -13,19 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
 
-
-def _rss_mib() -> float:
-    """Current resident set size of this process (Linux /proc), MiB."""
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from lade.process_memory import peak_rss_mib, rss_mib
 
 
 def child(model_name: str, method: str, new_tokens: int) -> dict:
@@ -50,11 +42,11 @@ def child(model_name: str, method: str, new_tokens: int) -> dict:
     else:
         window, ngram, guess = (int(x) for x in method.split(","))
         decoder = LookaheadDecoder(model, window, ngram, guess)
-    loaded = _rss_mib()
+    loaded = rss_mib()
     started = time.perf_counter()
     result = decoder.generate(ids, max_new_tokens=new_tokens, eos_token_id=[])
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    peak = peak_rss_mib()
     return {
         "method": method,
         "new_tokens": result.metrics.new_tokens,

@@ -4,6 +4,7 @@
     python -m lade.bench --dataset humaneval,mt_bench,gsm8k,summarization --limit 20 --max-new-tokens 128
     python -m lade.bench --dataset humaneval --config 7,5,7 --config 5,4,5      # fixed configurations too
     python -m lade.bench --config 0,5,3   # W=0: no lookahead branch, verify prompt/output n-grams only
+    python -m lade.bench --prompt-lookup-tokens 3,10   # HF prompt lookup at two K: two methods, K in the name
 
 For every prompt, every method runs once (after one untimed warm-up run of each), in an order that
 rotates from prompt to prompt so that machine noise hits all methods alike. Per method it prints the
@@ -14,7 +15,11 @@ per-prompt time ratios, the share of step time spent outside the model forward, 
 outputs are identical to HF greedy, how many of the others first diverge at a near-tie, and the worst
 margin at a first divergence (`lade.divergence`: HF greedy's logit for its token minus its logit for
 the other's; in float32 every output is identical, in bfloat16 divergences should all be near-ties).
-Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories),
+Each row also carries the run's facts: model, dtype, dataset, the seconds ``load_model`` took, the
+resident memory after loading and the process's peak so far (MiB; a fresh process per model and dtype
+gives each its own peak, as ``experiments/real_models.py`` runs it).
+Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories, taken
+in turn so that any ``--limit`` >= 8 covers all of them),
 ``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template);
 ``synthetic``: random and repetitive token ids, for the tiny random models (no tokenizer).
 """
@@ -36,6 +41,7 @@ from lade.decoding import LookaheadDecoder, default_pad_id, default_pool
 from lade.divergence import Divergence, compare, row_logits
 from lade.divergence import summarize as summarize_divergences
 from lade.model import load_model
+from lade.process_memory import peak_rss_mib, rss_mib
 from strategies.plain import AutoregressiveProposer
 
 
@@ -50,6 +56,14 @@ class MethodStats:
     overhead: list[float] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
+
+
+def parse_ints(text: str) -> list[int]:
+    """'3,10' -> [3, 10]."""
+    try:
+        return [int(part) for part in text.split(",") if part]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from err
 
 
 def parse_config(text: str) -> tuple[int, int, int]:
@@ -86,7 +100,8 @@ def load_prompts(dataset: str, tokenizer, limit: int, spec_bench: str) -> list[t
         )
     if DATASETS[dataset] is None:
         return [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(limit)]
-    return [encode(p, tokenizer, "auto") for p in load_spec_bench(spec_bench, DATASETS[dataset], limit)]
+    rows = load_spec_bench(spec_bench, DATASETS[dataset], limit, stratified=True)
+    return [encode(p, tokenizer, "auto") for p in rows]
 
 
 class _ForwardCounter:
@@ -119,7 +134,14 @@ def greedy_options(model, max_new_tokens: int, eos: list[int]) -> dict:
 def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None):
     """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction, the raw
     logits of each new token or None). HF greedy returns its logits (``output_logits``: the tensors
-    ``generate`` computes anyway), the reference for `lade.divergence`."""
+    ``generate`` computes anyway), the reference for `lade.divergence`.
+
+    ``prompt_lookup_tokens``: HF's ``prompt_lookup_num_tokens`` K, an int or a list; with more than
+    one K, ``hf_prompt_lookup`` becomes one method per K, named ``hf_prompt_lookup K=3`` etc."""
+    single = isinstance(prompt_lookup_tokens, int)
+    lookup_ks = [prompt_lookup_tokens] if single else list(prompt_lookup_tokens)
+    if not lookup_ks or any(k < 1 for k in lookup_ks):
+        raise ValueError(f"prompt lookup K must be positive integers, got {prompt_lookup_tokens!r}")
     counter = _ForwardCounter(model)
     options = greedy_options(model, max_new_tokens, eos)
 
@@ -151,14 +173,19 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
 
     available = {
         "hf_greedy": lambda: hf(keep_logits=True),
-        "hf_prompt_lookup": lambda: hf(prompt_lookup_num_tokens=prompt_lookup_tokens),
+        "hf_prompt_lookup": lambda: hf(prompt_lookup_num_tokens=lookup_ks[0]),
         "plain_loop": lambda: decoder_method(plain_decoder(model)),
         "auto": lambda: decoder_method(LookaheadDecoder(model, latency=latency)),
     }
     unknown = sorted(set(names) - set(available))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {sorted(available)}")
-    methods = {name: available[name]() for name in ("hf_greedy", "plain_loop", *names) if name}
+    methods = {}
+    for name in ("hf_greedy", "plain_loop", *names):
+        if name == "hf_prompt_lookup" and len(lookup_ks) > 1:
+            methods.update({prompt_lookup_name(k): hf(prompt_lookup_num_tokens=k) for k in lookup_ks})
+        elif name:
+            methods[name] = available[name]()
     for config in configs:
         methods[config_name(config)] = decoder_method(config_decoder(model, *config))
     return methods
@@ -177,6 +204,10 @@ def config_decoder(model, window: int, ngram: int, guess: int) -> LookaheadDecod
         proposer = AutoregressiveProposer(ngram=ngram)
         return LookaheadDecoder(model, 1, ngram, guess, proposer=proposer, pool=pool)
     return LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
+
+
+def prompt_lookup_name(k: int) -> str:
+    return f"hf_prompt_lookup K={k}"
 
 
 def config_name(config: tuple[int, int, int]) -> str:
@@ -296,7 +327,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     parser.add_argument(
         "--config", type=parse_config, action="append", default=[], help="W,N,G (repeatable; W=0: no branch)"
     )
-    parser.add_argument("--prompt-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
+    parser.add_argument(
+        "--prompt-lookup-tokens",
+        type=parse_ints,
+        default=[10],
+        help="HF prompt_lookup_num_tokens K; a comma list runs one method per K",
+    )
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16, float16, auto")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -309,9 +345,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     datasets = [d for d in args.dataset.split(",") if d]
     names = [m for m in args.methods.split(",") if m]
 
+    started = time.perf_counter()
     model, tokenizer = load_model(
         args.model, dtype=args.dtype, device=args.device, attn_implementation=args.attn
     )
+    run_facts = {
+        "model": args.model,
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "load_seconds": time.perf_counter() - started,
+        "rss_after_load_mib": rss_mib(),
+    }
     prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench) for d in datasets}
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
@@ -319,10 +362,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
 
     results = {}
     for dataset, prompts in prompt_sets.items():
-        rows = summarize(run(methods, prompts, dataset))
+        rows = [
+            {**run_facts, "dataset": dataset, **row, "peak_rss_mib": peak_rss_mib()}
+            for row in summarize(run(methods, prompts, dataset))
+        ]
         print(
             f"\n{dataset}: model={args.model} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
-            f"attn={args.attn} device={args.device} threads={torch.get_num_threads()} dtype={model.dtype}"
+            f"attn={args.attn} device={args.device} threads={torch.get_num_threads()} dtype={model.dtype} "
+            f"prompt_lookup_K={','.join(map(str, args.prompt_lookup_tokens))} "
+            f"load={run_facts['load_seconds']:.1f}s rss_after_load={run_facts['rss_after_load_mib']:.0f}MiB "
+            f"peak_rss={peak_rss_mib():.0f}MiB"
         )
         print(format_table(rows), flush=True)
         results[dataset] = rows

@@ -89,9 +89,16 @@ def _first_turn(row: dict, where: str) -> str:
 
 
 def load_spec_bench(
-    path: str | Path, category: str | list[str] | None = None, limit: int | None = 10
+    path: str | Path,
+    category: str | list[str] | None = None,
+    limit: int | None = 10,
+    stratified: bool = False,
 ) -> list[Prompt]:
-    """Spec-Bench prompts (first turn) of ``category`` (a name, a list, or None for all), in file order."""
+    """Spec-Bench prompts (first turn) of ``category`` (a name, a list, or None for all), in file order.
+
+    ``stratified``: take the categories in turn (the first prompt of each, then the second of each,
+    ...), so that the first ``limit`` prompts of a list of categories cover all of them; in file
+    order the first prompts of MT-Bench's 8 categories are all ``writing``."""
     _check_limit(limit)
     categories = [category] if isinstance(category, str) else list(category or ())
     unknown = sorted(set(categories) - set(SPEC_BENCH_CATEGORIES))
@@ -109,7 +116,18 @@ def load_spec_bench(
         for i, row in enumerate(rows)
         if not categories or row.get("category") in categories
     ]
+    if stratified:
+        prompts = _round_robin(prompts, categories or list(dict.fromkeys(p.category for p in prompts)))
     return prompts[:limit]
+
+
+def _round_robin(prompts: list[Prompt], categories: list[str]) -> list[Prompt]:
+    """The prompts reordered to take ``categories`` in turn, each keeping its file order."""
+    queues = [[p for p in prompts if p.category == c] for c in categories]
+    ordered = []
+    for rank in range(max((len(q) for q in queues), default=0)):
+        ordered.extend(q[rank] for q in queues if rank < len(q))
+    return ordered
 
 
 def load_jsonl(path: str | Path, limit: int | None = 10) -> list[Prompt]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lade.bench import build_methods, format_table, load_prompts, parse_config, run, summarize
+from lade.bench import build_methods, format_table, load_prompts, parse_config, parse_ints, run, summarize
 from lade.calibration import LatencyModel
 from lade.model import load_model
 
@@ -46,6 +46,23 @@ def test_bad_arguments():
         load_prompts("poetry", None, 1, "x")
     with pytest.raises(Exception, match="W,N,G"):
         parse_config("7,5")
+    with pytest.raises(ValueError, match="prompt lookup K"):
+        build_methods(
+            load_model("tiny-random-llama")[0], ["hf_prompt_lookup"], [], [], 4, prompt_lookup_tokens=[3, 0]
+        )
+    with pytest.raises(Exception, match="comma list of integers"):
+        parse_ints("3,ten")
+
+
+def test_prompt_lookup_at_several_k_is_one_method_per_k():
+    model, _ = load_model("tiny-random-llama")
+    methods = build_methods(model, ["hf_prompt_lookup"], [], [], 8, prompt_lookup_tokens=parse_ints("2,5"))
+    assert list(methods) == ["hf_greedy", "plain_loop", "hf_prompt_lookup K=2", "hf_prompt_lookup K=5"]
+    prompt = torch.randint(1, 10, (1, 6)).repeat(1, 3)
+    reference = methods["hf_greedy"](prompt)[0]
+    assert (
+        methods["hf_prompt_lookup K=2"](prompt)[0] == reference == methods["hf_prompt_lookup K=5"](prompt)[0]
+    )
 
 
 def test_batch_benchmark_runs_every_method_at_every_batch_size():

@@ -34,6 +34,20 @@ def test_spec_bench_categories_and_limit():
     assert len(load_spec_bench(SPEC_BENCH, "qa", limit=5)) == 5
 
 
+@needs_spec_bench
+def test_stratified_takes_the_categories_in_turn():
+    categories = list(MT_BENCH_CATEGORIES)
+    in_file_order = load_spec_bench(SPEC_BENCH, categories, limit=8)
+    assert {p.category for p in in_file_order} == {"writing"}  # why MT-Bench needs stratifying
+    stratified = load_spec_bench(SPEC_BENCH, categories, limit=16, stratified=True)
+    assert [p.category for p in stratified] == categories * 2
+    everything = load_spec_bench(SPEC_BENCH, categories, limit=None)
+    for category in categories:  # each category keeps its file order
+        ours = [p.text for p in stratified if p.category == category]
+        assert ours == [p.text for p in everything if p.category == category][:2]
+    assert len(load_spec_bench(SPEC_BENCH, categories, limit=None, stratified=True)) == 80
+
+
 def test_missing_file_names_the_path_and_the_source(tmp_path):
     missing = tmp_path / "question.jsonl"
     with pytest.raises(FileNotFoundError, match="Spec-Bench") as info:
