@@ -12,7 +12,6 @@ ratio of summed times to HF greedy with sdpa, the CPU, the commit).
 from __future__ import annotations
 
 import argparse
-import platform
 import subprocess
 import time
 from pathlib import Path
@@ -23,22 +22,9 @@ import torch
 import lade
 from lade.bench import greedy_options, parse_config
 from lade.data import humaneval_prompts
+from lade.machine import cpu_description
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cpu_flags() -> str:
-    """The CPU model and its vector extensions that matter for these kernels."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line), "?")
-    flags = next(
-        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []
-    )
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}"
 
 
 def main() -> None:
@@ -131,7 +117,7 @@ def main() -> None:
         f"(commit {commit.stdout.strip()}, torch {torch.__version__}, "
         f"transformers {__import__('transformers').__version__}). SmolLM2-135M-Instruct float32, the first "
         f"{args.limit} HumanEval prompts, {args.max_new_tokens} new tokens, lookahead W={window} N={ngram} "
-        f"G={guess}; CPU: {cpu_flags()}. Methods alternate per prompt after a warm-up each. A "
+        f"G={guess}; CPU: {cpu_description()}. Methods alternate per prompt after a warm-up each. A "
         "method's speed is over the prompts it completed, its ratio against HF greedy (sdpa) on those.",
         "",
         "| method | tok/s | vs HF greedy (sdpa), ratio of summed times | compression "

@@ -21,25 +21,12 @@ import pandas as pd
 import torch
 
 from lade.dtype_choice import forward_seconds, seconds_per_token
+from lade.machine import cpu_description
 from lade.model import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1, 2, 4, 8, 16, 32)
 CONTEXT = 256
-
-
-def cpu_flags() -> str:
-    """The CPU model and the vector extensions that decide bf16 speed."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU"
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line), "?")
-    flags = next(
-        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []
-    )
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}"
 
 
 def main() -> None:
@@ -82,7 +69,7 @@ def main() -> None:
         "",
         f"Regenerate: `python experiments/dtype_latency.py --models {args.models}` (commit "
         f"{commit.stdout.strip()}, torch {torch.__version__}). One forward over S new tokens after a "
-        f"{CONTEXT}-token cache, median of 3 rounds; CPU: {cpu_flags()}. `auto` is the dtype "
+        f"{CONTEXT}-token cache, median of 3 rounds; CPU: {cpu_description()}. `auto` is the dtype "
         '`dtype="auto"` picks from S = 1, 4, 16 (lower predicted seconds per token, `lade.dtype_choice`).',
         "",
         "| model | dtype | S=1 | " + " | ".join(f"S={s}" for s in SIZES[1:]) + " | auto |",

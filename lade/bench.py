@@ -15,9 +15,9 @@ per-prompt time ratios, the share of step time spent outside the model forward, 
 outputs are identical to HF greedy, how many of the others first diverge at a near-tie, and the worst
 margin at a first divergence (`lade.divergence`: HF greedy's logit for its token minus its logit for
 the other's; in float32 every output is identical, in bfloat16 divergences should all be near-ties).
-Each row also carries the run's facts: model, dtype, dataset, the seconds ``load_model`` took, the
-resident memory after loading and the process's peak so far (MiB; a fresh process per model and dtype
-gives each its own peak, as ``experiments/real_models.py`` runs it).
+Each row also carries the run's facts: model, dtype, dataset, the machine (CPU and flags, or GPU), the
+seconds ``load_model`` took, the resident memory after loading and the process's peak so far (MiB; a
+fresh process per model and dtype gives each its own peak, as ``experiments/real_models.py`` runs it).
 Datasets: ``humaneval`` (raw prompt text), Spec-Bench's ``mt_bench`` (its 8 MT-Bench categories, taken
 in turn so that any ``--limit`` >= 8 covers all of them),
 ``gsm8k`` (its ``math_reasoning``), ``summarization``, ``translation``, ``qa``, ``rag`` (chat template);
@@ -40,6 +40,7 @@ from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_
 from lade.decoding import LookaheadDecoder, default_pad_id, default_pool
 from lade.divergence import Divergence, compare, row_logits
 from lade.divergence import summarize as summarize_divergences
+from lade.machine import cpu_description
 from lade.model import load_model
 from lade.process_memory import peak_rss_mib, rss_mib
 from strategies.plain import AutoregressiveProposer
@@ -354,6 +355,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         "dtype": str(model.dtype).removeprefix("torch."),
         "load_seconds": time.perf_counter() - started,
         "rss_after_load_mib": rss_mib(),
+        "machine": torch.cuda.get_device_name(model.device)
+        if model.device.type == "cuda"
+        else cpu_description(),
     }
     prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench) for d in datasets}
     eos = model.generation_config.eos_token_id
@@ -368,7 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         ]
         print(
             f"\n{dataset}: model={args.model} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
-            f"attn={args.attn} device={args.device} threads={torch.get_num_threads()} dtype={model.dtype} "
+            f"attn={args.attn} device={args.device} ({run_facts['machine']}) dtype={model.dtype} "
             f"prompt_lookup_K={','.join(map(str, args.prompt_lookup_tokens))} "
             f"load={run_facts['load_seconds']:.1f}s rss_after_load={run_facts['rss_after_load_mib']:.0f}MiB "
             f"peak_rss={peak_rss_mib():.0f}MiB"

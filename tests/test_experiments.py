@@ -14,7 +14,16 @@ import pytest
 from lade.figures import REPO, figure_setting, markdown_table
 from lade.scaling import expected_tokens, fit
 
-SCRIPTS = ["scaling_law", "token_budget", "ablations", "sampling", "datasets", "prompt_length", "batch_size"]
+SCRIPTS = [
+    "scaling_law",
+    "token_budget",
+    "ablations",
+    "sampling",
+    "datasets",
+    "prompt_length",
+    "batch_size",
+    "real_models",
+]
 
 
 def run_quick(name: str, out: Path) -> pd.DataFrame:
@@ -85,6 +94,34 @@ def test_datasets(outputs):
     ]  # fmt: skip
     assert (table["identical_to_hf"] == table["prompts"]).all()
     assert {"speedup_vs_hf_total", "speedup_vs_hf_median", "compression", "tokens_per_s"} <= set(table)
+
+
+def test_real_models(outputs):
+    table = run_quick("real_models", outputs)
+    assert sorted(set(table["dtype"])) == ["bfloat16", "float32"]
+    assert set(table["method"]) == {
+        "hf_greedy",
+        "plain_loop",
+        "hf_prompt_lookup K=3",
+        "hf_prompt_lookup K=10",
+        "auto",
+        "lookahead W=5 N=3 G=5",
+        "lookahead W=7 N=5 G=7",
+    }
+    fp32, bf16 = table[table["dtype"] == "float32"], table[table["dtype"] == "bfloat16"]
+    assert (fp32["identical_to_hf"] == fp32["prompts"]).all()
+    assert (bf16["identical_to_hf"] + bf16["near_tie"] == bf16["prompts"]).all()
+    assert (table["load_seconds"] > 0).all() and (table["peak_rss_mib"] >= table["rss_after_load_mib"]).all()
+    assert table["machine"].str.contains("threads").all()
+    rerun = subprocess.run(  # every cell is on disk: nothing is measured again
+        [sys.executable, "experiments/real_models.py", "--quick", "--out", str(outputs / "real_models")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 0 and rerun.stdout.count("exists: skipped") == 2, rerun.stdout + rerun.stderr
+    assert "$ python -m lade.bench" not in rerun.stdout
+    pd.testing.assert_frame_equal(pd.read_csv(outputs / "real_models" / "real_models.csv"), table)
 
 
 def test_prompt_length(outputs):
