@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             "dataset",
             "method",
             "prompts",
+            "new_tokens",
             "compression",
             "tokens_per_s",
             "speedup_vs_hf_total",
