@@ -23,6 +23,7 @@ SCRIPTS = [
     "prompt_length",
     "batch_size",
     "real_models",
+    "modeled_auto",
 ]
 
 
@@ -122,6 +123,15 @@ def test_real_models(outputs):
     assert rerun.returncode == 0 and rerun.stdout.count("exists: skipped") == 2, rerun.stdout + rerun.stderr
     assert "$ python -m lade.bench" not in rerun.stdout
     pd.testing.assert_frame_equal(pd.read_csv(outputs / "real_models" / "real_models.csv"), table)
+
+
+def test_modeled_auto(outputs):
+    table = run_quick("modeled_auto", outputs)
+    assert (table["identical"] == table["prompts"]).all()
+    hf = table.set_index("method").loc["hf_greedy"]
+    assert hf["modeled_speedup_vs_hf"] == 1.0 and hf["compression"] == 1.0
+    assert {"auto", "hf_prompt_lookup K=3", "lookahead W=7 N=5 G=7"} <= set(table["method"])
+    assert (table["modeled_speedup_vs_hf"] > 0).all() and (table["fed_per_token"] >= 1).all()
 
 
 def test_prompt_length(outputs):

@@ -95,3 +95,15 @@ def test_generate_parity_on_a_real_checkpoint(smollm2):
     assert torch.equal(result.sequences, reference.sequences)
     gaps = [(a - b).abs().max().item() for a, b in zip(result.scores, reference.scores, strict=True)]
     assert max(gaps) < 1e-3
+
+
+def test_auto_runs_the_branch_where_extra_tokens_are_nearly_free(smollm2):
+    """On the step-cost curve measured for SmolLM2 in bf16 on a CPU with native bf16 (16 tokens cost
+    1.29x one token; issue 15), auto runs the lookahead branch, and its output stays HF greedy's."""
+    model, tokenizer = smollm2
+    native_bf16 = LatencyModel((1, 8, 16, 32, 64), (0.022, 0.0253, 0.0284, 0.0359, 0.0537), context=256)
+    ids = tokenizer(humaneval_prompts(1)[0], return_tensors="pt").input_ids
+    reference = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=48)
+    result = lade.LookaheadDecoder(model, latency=native_bf16).generate(ids, max_new_tokens=48)
+    assert torch.equal(result.sequences, reference)
+    assert result.metrics.branch_steps > 0 and result.metrics.compression_ratio > 1.0
