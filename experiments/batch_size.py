@@ -30,7 +30,14 @@ from lade.figures import (
 def run(setting, batch_sizes: str) -> tuple[pd.DataFrame, dict]:
     """Run the benchmark; one row per (B, method), and the crossovers."""
     out = setting.out / "bench_batch.json"
-    data = ["--model", setting.model, "--dataset", "synthetic" if setting.quick else "humaneval"]
+    data = [
+        "--model",
+        setting.model,
+        "--dtype",
+        setting.dtype,
+        "--dataset",
+        "synthetic" if setting.quick else "humaneval",
+    ]
     sized = ["--limit", str(setting.limit), "--max-new-tokens", str(setting.max_new_tokens)]
     run_command(
         setting,

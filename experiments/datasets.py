@@ -36,7 +36,14 @@ CONFIG = "7,5,7"  # the paper's setting for 7B models
 def run(setting) -> pd.DataFrame:
     """Run the benchmark; one row per (dataset, method)."""
     out = setting.out / "bench.json"
-    model = ["--model", setting.model, "--dataset", "synthetic" if setting.quick else DATASETS]
+    model = [
+        "--model",
+        setting.model,
+        "--dtype",
+        setting.dtype,
+        "--dataset",
+        "synthetic" if setting.quick else DATASETS,
+    ]
     sized = ["--limit", str(setting.limit), "--max-new-tokens", str(setting.max_new_tokens)]
     methods = ["--methods", "hf_prompt_lookup,auto", "--config", CONFIG]
     run_command(setting, ["-m", "lade.bench", *model, *sized, *methods, "--json", repo_relative(out)])

@@ -6,7 +6,8 @@ step are nearly free (a CPU with native bf16), studied on a machine that lacks t
     python experiments/modeled_auto.py --quick                           # tiny random model (CI)
 
 Every method (HF greedy, HF prompt lookup K=3 and K=10, the plain loop, auto, W=5 N=3 G=5,
-W=7 N=5 G=7) decodes each prompt for real, greedy, in float32 (so outputs must equal HF greedy's);
+W=7 N=5 G=7) decodes each prompt for real, greedy, in float32 by default (so outputs must equal HF
+greedy's; ``--dtype`` for another);
 ``lade.forward_log`` records the shape of each forward call, and each call is priced by the curve
 (plus the time measured outside the forwards). Auto is given the same curve as its latency, so it
 plans as it would on that machine. The curves are those issue 15 measured on a CPU with
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if not setting.quick and args.out is None:  # one folder per curve and split
         setting.out = setting.out / f"{args.curve}-{args.split}"
         setting.out.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(setting.model, dtype=torch.float32)
+    model, tokenizer = load_model(setting.model, dtype=setting.dtype)
     if setting.quick:
         generator = torch.Generator().manual_seed(0)
         prompts = [
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     latency = latency_curve(args.curve)
     setting.commands.append(
         f"(in this process) every method on {tasks}, {setting.max_new_tokens} new tokens, {setting.model} "
-        f"float32, priced on the {args.curve} curve"
+        f"{setting.dtype}, priced on the {args.curve} curve"
     )
     print(setting.commands[-1], flush=True)
     per_prompt = measure(model, prompts, latency, setting.max_new_tokens)
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     axis.set_xlabel("modeled speedup over HF greedy (summed time)")
     axis.invert_yaxis()
     figure.suptitle(
-        f"{setting.model} fp32 decisions priced on the {args.curve} curve; {tasks}, "
+        f"{setting.model} {setting.dtype} decisions priced on the {args.curve} curve; {tasks}, "
         f"{setting.max_new_tokens} new tokens",
         fontsize=9,
     )

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
     )
     lengths = [int(n) for n in (args.lengths or (QUICK_LENGTHS if setting.quick else LENGTHS)).split(",")]
-    model, tokenizer = load_model(setting.model)
+    model, tokenizer = load_model(setting.model, dtype=setting.dtype)
     context = getattr(model.config, "max_position_embeddings", None)
     if context is not None and max(lengths) + setting.max_new_tokens > context:
         raise ValueError(f"--lengths up to {max(lengths)} + new tokens exceed the model's context {context}")

@@ -3,6 +3,7 @@ every baseline, with the load time and peak memory of each model and dtype.
 
     python experiments/real_models.py                        # the four cells below, 8 prompts x 128 tokens
     python experiments/real_models.py --cells smollm2:float32,qwen2.5-coder-0.5b:float32 --limit 4
+    python experiments/real_models.py --model qwen2.5-coder-1.5b --dtype bfloat16 --limit 4   # one cell
     python experiments/real_models.py --quick                 # tiny random model in float32 and bfloat16
 
 A cell is one ``MODEL:DTYPE``; each runs as its own ``python -m lade.bench`` process (so its peak
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lade.figures import (
+    DTYPES,
     figure_setting,
     identical_counts,
     markdown_table,
@@ -37,7 +39,6 @@ QUICK_CELLS = "tiny-random-llama:float32,tiny-random-llama:bfloat16"
 DATASETS = "humaneval,mt_bench,gsm8k"
 PROMPT_LOOKUP_K = "3,10"
 CONFIGS = ("5,3,5", "7,5,7")
-DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 def parse_cells(text: str) -> list[tuple[str, str]]:
@@ -124,7 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.quick and args.cells is not None:
         raise SystemExit("--quick runs the tiny random model; drop --cells or --quick")
-    cells = parse_cells(args.cells or (QUICK_CELLS if setting.quick else CELLS))
+    if args.cells is not None and args.model is not None:
+        raise SystemExit("--cells names the models (MODEL:DTYPE); drop --model")
+    one_cell = f"{args.model}:{setting.dtype}" if args.model else None  # --model [--dtype]: that cell only
+    cells = parse_cells(args.cells or one_cell or (QUICK_CELLS if setting.quick else CELLS))
     datasets = "synthetic" if setting.quick else args.datasets
     for model, dtype in cells:
         run_cell(setting, model, dtype, datasets)

@@ -30,6 +30,7 @@ QUICK_DIR = REPO / "outputs" / "experiments-quick"
 QUICK_MODEL = "tiny-random-llama"
 # quick mode: the 2-layer random model on random/repetitive token prompts, local files only
 QUICK_SWEEP = ["model=tiny", "data=synthetic", "logger=none"]
+DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 @dataclass
@@ -42,6 +43,7 @@ class FigureSetting:
     limit: int
     max_new_tokens: int
     model: str
+    dtype: str = "float32"  # as load_model takes it: float32, bfloat16, float16, auto
     commands: list[str] = field(default_factory=list)  # every command run so far, for the Markdown
 
     @property
@@ -60,7 +62,7 @@ def figure_setting(
     extra: callable | None = None,
 ) -> tuple[FigureSetting, argparse.Namespace]:
     """Parse a figure script's command line: ``--quick``, ``--out``, ``--limit``,
-    ``--max-new-tokens``, ``--model`` (plus what ``extra(parser)`` adds). Full mode writes under
+    ``--max-new-tokens``, ``--model``, ``--dtype`` (plus what ``extra(parser)`` adds). Full mode writes under
     ``experiments/results/NAME``, quick mode under ``outputs/experiments-quick/NAME``."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -70,6 +72,9 @@ def figure_setting(
     parser.add_argument("--limit", type=int, default=None, help=f"prompts per setting (full: {limit})")
     parser.add_argument("--max-new-tokens", type=int, default=None, help=f"(full: {max_new_tokens})")
     parser.add_argument("--model", default=None, help="full mode's model: built-in name, path or hub id")
+    parser.add_argument(
+        "--dtype", default="float32", choices=DTYPES, help="the model's dtype (auto: the faster here)"
+    )
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
@@ -86,18 +91,21 @@ def figure_setting(
         limit=args.limit or (quick_limit if args.quick else limit),
         max_new_tokens=args.max_new_tokens or (quick_tokens if args.quick else max_new_tokens),
         model=QUICK_MODEL if args.quick else (args.model or "smollm2"),
+        dtype=args.dtype,
     )
     setting.out.mkdir(parents=True, exist_ok=True)
     return setting, args
 
 
 def sweep_model_overrides(setting: FigureSetting) -> list[str]:
-    """Hydra overrides that pick the setting's model (and, in quick mode, synthetic prompts)."""
+    """Hydra overrides that pick the setting's model and dtype (and, in quick mode, synthetic prompts)."""
+    # the model configs' own dtype is float32: no override then, so committed sweeps keep resuming
+    dtype = [] if setting.dtype == "float32" else [f"model.dtype={setting.dtype}"]
     if setting.quick:
-        return list(QUICK_SWEEP)
+        return [*QUICK_SWEEP, *dtype]
     if setting.model == "smollm2":
-        return ["model=smollm2", "logger=none"]
-    return ["model=hf", f"model.name_or_path={setting.model}", "logger=none"]
+        return ["model=smollm2", "logger=none", *dtype]
+    return ["model=hf", f"model.name_or_path={setting.model}", "logger=none", *dtype]
 
 
 def run_command(setting: FigureSetting, args: list[str]) -> None:
@@ -249,7 +257,7 @@ def write_outputs(
     lines = [
         f"# {title}",
         "",
-        f"Regenerate: `{invocation}` ({setting.mode} mode, model {setting.model}, "
+        f"Regenerate: `{invocation}` ({setting.mode} mode, model {setting.model} {setting.dtype}, "
         f"commit {git_commit()}). It ran:",
         "",
         *[f"    {command}" for command in setting.commands],

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lade.figures import REPO, figure_setting, markdown_table
+from lade.figures import REPO, figure_setting, markdown_table, sweep_model_overrides
 from lade.scaling import expected_tokens, fit
 
 SCRIPTS = [
@@ -186,6 +186,13 @@ def test_figure_setting_modes_and_bad_values(tmp_path):
         figure_setting("demo", "", limit=6, max_new_tokens=64, argv=["--limit", "0"])
     with pytest.raises(SystemExit):
         figure_setting("demo", "", limit=6, max_new_tokens=64, argv=["--quick", "--model", "smollm2"])
+    assert full.dtype == "float32" and sweep_model_overrides(full) == ["model=smollm2", "logger=none"]
+    bf16, _ = figure_setting(
+        "demo", "", limit=6, max_new_tokens=64, argv=["--out", str(tmp_path), "--dtype", "bfloat16"]
+    )
+    assert sweep_model_overrides(bf16) == ["model=smollm2", "logger=none", "model.dtype=bfloat16"]
+    with pytest.raises(SystemExit):
+        figure_setting("demo", "", limit=6, max_new_tokens=64, argv=["--dtype", "bf16"])
 
 
 def test_markdown_table_formats_and_missing_values():
