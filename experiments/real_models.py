@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument("--datasets", default=DATASETS, help=f"(default: {DATASETS})")
 
     setting, args = figure_setting(
-        "real_models", __doc__, limit=8, max_new_tokens=128, argv=argv, extra=extra
+        "real_models", __doc__, limit=8, max_new_tokens=128, quick_limit=1, argv=argv, extra=extra
     )
     if args.quick and args.cells is not None:
         raise SystemExit("--quick runs the tiny random model; drop --cells or --quick")
