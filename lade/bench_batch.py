@@ -11,13 +11,15 @@ identical outputs), the library's plain loop, auto lookahead, and fixed W,N,G co
 all rows / wall time), the ratio to HF batched greedy and to the plain loop (ratios of total times,
 and the median of per-batch ratios), the compression (tokens per row per step) and how many rows
 equal HF's; then, per lookahead method, the crossover: the smallest B at which it is no longer faster
-than plain batched decoding.
+than plain batched decoding. As ``lade.bench``: for rows that differ from HF's, how many first
+diverge at a near-tie and the worst margin there (``lade.divergence``; in bfloat16).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -36,6 +38,8 @@ from lade.bench import (
 )
 from lade.data import left_pad, row_outputs
 from lade.decoding import LookaheadDecoder, default_pad_id
+from lade.divergence import Divergence, compare, row_logits
+from lade.divergence import summarize as summarize_divergences
 from lade.model import load_model
 
 
@@ -48,26 +52,35 @@ class Records:
     steps: list[int] = field(default_factory=list)
     overhead: list[float] = field(default_factory=list)
     outputs: list[list[int]] = field(default_factory=list)
+    reference_logits: list = field(default_factory=list)  # HF greedy only: each row's logits per new token
+    divergences: list[Divergence] = field(default_factory=list)  # each row against HF greedy's
 
 
 def build_methods(
     model, names: list[str], configs, eos: list[int], pad: int, max_new_tokens: int, latency=None
 ):
     """name -> callable(ids [B, T], mask [B, T]) returning (row outputs, row steps, share of step time
-    outside the forward)."""
+    outside the forward, each row's logits per new token or None). HF greedy returns its logits
+    (``output_logits``), the reference for `lade.divergence`."""
 
     options = {**greedy_options(model, max_new_tokens, eos), "pad_token_id": pad}
 
     def hf(ids, mask):
-        out = model.generate(ids.to(model.device), attention_mask=mask.to(model.device), **options)
-        rows = row_outputs(out, ids.shape[1], eos, max_new_tokens)
-        return rows, float("nan"), float("nan")
+        out = model.generate(
+            ids.to(model.device),
+            attention_mask=mask.to(model.device),
+            return_dict_in_generate=True,
+            output_logits=True,
+            **options,
+        )
+        rows = row_outputs(out.sequences, ids.shape[1], eos, max_new_tokens)
+        return rows, float("nan"), float("nan"), [row_logits(out.logits, b) for b in range(len(rows))]
 
     def lookahead(decoder: LookaheadDecoder):
         def call(ids, mask):
             res = decoder.generate(ids, attention_mask=mask, **options)
             outputs = row_outputs(res.sequences, ids.shape[1], eos, max_new_tokens)
-            return outputs, res.metrics.steps, res.metrics.overhead_fraction
+            return outputs, res.metrics.steps, res.metrics.overhead_fraction, None
 
         return call
 
@@ -95,13 +108,22 @@ def run(methods: dict, prompts: list[torch.Tensor], batch_sizes: list[int], pad:
         for i, (ids, mask) in enumerate(batches):
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 t0 = time.perf_counter()
-                outputs, steps, overhead = methods[name](ids, mask)
+                outputs, steps, overhead, logits = methods[name](ids, mask)
                 r = records[size, name]
                 r.seconds.append(time.perf_counter() - t0)
                 r.new_tokens.append(sum(map(len, outputs)))
                 r.steps.append(steps)
                 r.overhead.append(overhead)
                 r.outputs += outputs
+                r.reference_logits += logits or []
+            reference = records[size, "hf_greedy"]
+            first = len(reference.outputs) - ids.shape[0]  # this batch's rows
+            for name in names:  # each row against HF greedy's, the margin from HF greedy's logits
+                r = records[size, name]
+                r.divergences += [
+                    compare(reference.outputs[k], reference.reference_logits[k], r.outputs[k])
+                    for k in range(first, len(reference.outputs))
+                ]
             print(
                 f"B={size} batch {i + 1}/{len(batches)} done ({time.perf_counter() - started:.0f} s)",
                 file=sys.stderr,
@@ -131,6 +153,8 @@ def summarize(records: dict) -> list[dict]:
                 ),
                 "outside_forward": statistics.median(r.overhead),
                 "identical_to_hf": sum(o == h for o, h in zip(r.outputs, hf.outputs, strict=True)),
+                "near_tie": summarize_divergences(r.divergences)["near_tie"],
+                "worst_margin": summarize_divergences(r.divergences)["worst_margin"],
             }
         )
     return rows
@@ -162,6 +186,8 @@ def format_table(rows: list[dict]) -> str:
         "compression",
         "outside forward",
         "identical",
+        "near-tie",
+        "worst margin",
     )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: r["batch_size"]):
@@ -171,7 +197,8 @@ def format_table(rows: list[dict]) -> str:
             f"| {r['vs_hf_total']:.3f}x / {r['vs_hf_median']:.3f}x "
             f"| {r['vs_plain_total']:.3f}x / {r['vs_plain_median']:.3f}x | {compression} "
             f"| {'-' if r['method'] == 'hf_greedy' else format(r['outside_forward'], '.1%')} "
-            f"| {r['identical_to_hf']}/{r['rows']} |"
+            f"| {r['identical_to_hf']}/{r['rows']} | {r['near_tie']} "
+            f"| {'-' if math.isnan(r['worst_margin']) else format(r['worst_margin'], '.3f')} |"
         )
     return "\n".join(lines)
 

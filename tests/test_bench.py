@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -74,9 +76,19 @@ def test_batch_benchmark_runs_every_method_at_every_batch_size():
     flat = LatencyModel((1, 64), (1.0, 1.01))
     methods = bench_batch.build_methods(model, ["auto"], [(0, 3, 2)], [], 0, 12, latency=flat)
     assert list(methods) == ["hf_greedy", "plain_loop", "auto", "lookahead W=0 N=3 G=2"]
+
+    def wrong_from_the_fifth_token(ids, mask):  # a control: each row's 5th token replaced
+        outputs, steps, overhead, _ = methods["plain_loop"](ids, mask)
+        return [row[:4] + [(row[4] + 1) % 128] + row[5:] for row in outputs], steps, overhead, None
+
+    methods["wrong"] = wrong_from_the_fifth_token
     rows = bench_batch.summarize(bench_batch.run(methods, prompts, [1, 2, 4], pad=0))
+    wrong = [row for row in rows if row["method"] == "wrong"]
+    rows = [row for row in rows if row["method"] != "wrong"]
     assert len(rows) == 12
     assert all(row["identical_to_hf"] == 4 and row["new_tokens"] == 48 for row in rows)
+    assert all(row["near_tie"] == 0 and math.isnan(row["worst_margin"]) for row in rows)
+    assert all(row["identical_to_hf"] == 0 and row["worst_margin"] > 0 for row in wrong)
     assert set(bench_batch.crossovers(rows)) == {"auto", "lookahead W=0 N=3 G=2"}
     assert "| 4 | auto |" in bench_batch.format_table(rows)
     with pytest.raises(ValueError, match="unknown methods"):
