@@ -25,9 +25,10 @@ import time
 import pandas as pd
 import torch
 
-from lade.bench import build_methods, prompt_lookup_name
+from lade.bench import build_methods, greedy_options, prompt_lookup_name
 from lade.calibration import LatencyModel
 from lade.data import humaneval_prompts
+from lade.decoding import LookaheadDecoder
 from lade.figures import figure_setting, markdown_table, pyplot, write_outputs
 from lade.forward_log import ForwardLog
 from lade.model import load_model
@@ -55,13 +56,30 @@ def latency_curve(name: str) -> LatencyModel:
     return LatencyModel(tuple(sizes), tuple(seconds), context=CONTEXT)
 
 
-def measure(model, prompts: list[torch.Tensor], latency: LatencyModel, max_new_tokens: int) -> pd.DataFrame:
-    """One row per (prompt, method): new tokens, steps, forward calls, tokens fed, modeled seconds."""
+def auto_with_ngram(model, ngram: int, latency: LatencyModel, options: dict):
+    """An auto decoder whose N (candidate length N-1, branch levels N-1) is fixed at ``ngram``, as a
+    ``lade.bench`` method: ids [1, T] -> (new tokens, steps, overhead share, None)."""
+    decoder = LookaheadDecoder(model, window="auto", ngram=ngram, guess="auto", latency=latency)
+
+    def call(ids):
+        result = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
+        return result.sequences[0, ids.shape[1] :].tolist(), result.metrics.steps, float("nan"), None
+
+    return call
+
+
+def measure(
+    model, prompts: list[torch.Tensor], latency: LatencyModel, max_new_tokens: int, auto_ngrams=()
+) -> pd.DataFrame:
+    """One row per (prompt, method): new tokens, steps, forward calls, tokens fed, modeled seconds.
+    ``auto_ngrams``: also auto with N fixed at each of these (methods ``auto N=8`` etc.)."""
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
     names = ["hf_prompt_lookup", "auto"]
 
     methods = build_methods(model, names, CONFIGS, eos, max_new_tokens, PROMPT_LOOKUP_K, latency=latency)
+    options = greedy_options(model, max_new_tokens, eos)
+    methods.update({f"auto N={n}": auto_with_ngram(model, n, latency, options) for n in auto_ngrams})
     warm = torch.arange(1, 33)[None] % 7 + 3  # first calls run self-checks and allocate: not timed
     for method in methods.values():
         method(warm)
@@ -117,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     def extra(parser):
         parser.add_argument("--curve", default="smollm2-bf16", choices=sorted(CURVES))
         parser.add_argument("--split", default="dev", choices=sorted(SPLITS))
+        parser.add_argument(
+            "--auto-ngrams", default="8", help="also auto with N fixed at each (comma list; '' for none)"
+        )
 
     setting, args = figure_setting(
         "modeled_auto", __doc__, limit=10, max_new_tokens=96, quick_tokens=16, argv=argv, extra=extra
@@ -142,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{setting.dtype}, priced on the {args.curve} curve"
     )
     print(setting.commands[-1], flush=True)
-    per_prompt = measure(model, prompts, latency, setting.max_new_tokens)
+    auto_ngrams = [int(n) for n in args.auto_ngrams.split(",") if n]
+    per_prompt = measure(model, prompts, latency, setting.max_new_tokens, auto_ngrams)
     table = summarize(per_prompt)
     table.insert(0, "curve", args.curve)
     table.insert(1, "split", "synthetic" if setting.quick else args.split)
@@ -169,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         "modeled time = the forward calls priced by the curve + the time measured outside them here; "
         "fed_per_token: tokens fed to the model (prefill included) per new token.",
         f"{prompt_lookup_name(3)} / {prompt_lookup_name(10)}: HF prompt_lookup_num_tokens.",
+        "auto: the library default (N = 6: candidates of up to 5 tokens); auto N=8: the same with N "
+        "fixed at 8 (candidates of up to 7 tokens, branch levels 7).",
     ]
     write_outputs(setting, table, f"Modeled speed on the {args.curve} curve", markdown, figure, notes)
 
