@@ -6,8 +6,8 @@ step are nearly free (a CPU with native bf16), studied on a machine that lacks t
     python experiments/modeled_auto.py --quick                           # tiny random model (CI)
 
 Every method (HF greedy, HF prompt lookup K=3 and K=10, the plain loop, auto, auto with N=8,
-W=5 N=3 G=5, W=7 N=5 G=7) decodes each prompt for real, greedy, in float32 by default (so outputs must equal HF
-greedy's; ``--dtype`` for another);
+W=5 N=3 G=5, W=7 N=5 G=7) decodes each prompt for real, greedy, in float32 by default (so outputs
+must equal HF greedy's; ``--dtype`` for another);
 ``lade.forward_log`` records the shape of each forward call, and each call is priced by the curve
 (plus the time measured outside the forwards). Auto is given the same curve as its latency, so it
 plans as it would on that machine. The curves are those issue 15 measured on a CPU with
