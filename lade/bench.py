@@ -253,6 +253,7 @@ def summarize(stats: dict[str, MethodStats]) -> list[dict]:
     rows = []
     for name, s in stats.items():
         total_new, total_time = sum(s.new_tokens), sum(s.seconds)
+        divergence = summarize_divergences(s.divergences)
         rows.append(
             {
                 "method": name,
@@ -272,8 +273,8 @@ def summarize(stats: dict[str, MethodStats]) -> list[dict]:
                 if name != "hf_greedy"
                 else float("nan"),
                 "identical_to_hf": sum(o == r for o, r in zip(s.outputs, reference.outputs, strict=True)),
-                "near_tie": summarize_divergences(s.divergences)["near_tie"],
-                "worst_margin": summarize_divergences(s.divergences)["worst_margin"],
+                "near_tie": divergence["near_tie"],
+                "worst_margin": divergence["worst_margin"],
             }
         )
     return rows

@@ -137,6 +137,7 @@ def summarize(records: dict) -> list[dict]:
     for (size, name), r in records.items():
         hf, plain = records[size, "hf_greedy"], records[size, "plain_loop"]
         total = sum(r.seconds)
+        divergence = summarize_divergences(r.divergences)
         rows.append(
             {
                 "batch_size": size,
@@ -153,8 +154,8 @@ def summarize(records: dict) -> list[dict]:
                 ),
                 "outside_forward": statistics.median(r.overhead),
                 "identical_to_hf": sum(o == h for o, h in zip(r.outputs, hf.outputs, strict=True)),
-                "near_tie": summarize_divergences(r.divergences)["near_tie"],
-                "worst_margin": summarize_divergences(r.divergences)["worst_margin"],
+                "near_tie": divergence["near_tie"],
+                "worst_margin": divergence["worst_margin"],
             }
         )
     return rows
