@@ -5,11 +5,15 @@ every baseline, with the load time and peak memory of each model and dtype.
     python experiments/real_models.py --cells smollm2:float32,qwen2.5-coder-0.5b:float32 --limit 4
     python experiments/real_models.py --model qwen2.5-coder-1.5b --dtype bfloat16 --limit 4   # one cell
     python experiments/real_models.py --quick                 # tiny random model in float32 and bfloat16
+    python experiments/real_models.py --split test --out experiments/results/real_models/native_bf16 \
+        --cells smollm2:bfloat16,qwen2.5-coder-0.5b:bfloat16      # held-out prompts, another machine's folder
 
 A cell is one ``MODEL:DTYPE``; each runs as its own ``python -m lade.bench`` process (so its peak
 memory is its own) on HumanEval, MT-Bench (its 8 categories in turn) and GSM8K, timing HF greedy, HF
 prompt lookup at K = 3 and K = 10, the library's plain loop, auto, W=5 N=3 G=5 and W=7 N=5 G=7,
-alternating per prompt. Each cell writes ``cells/MODEL_DTYPE.json``; a rerun skips the cells whose
+alternating per prompt, on the prompts of ``--split`` (``lade.data``: ``dev`` is the first quarter of
+each category, where settings are tuned; ``test`` the rest; ``all``, the default, the first prompts
+as the earliest cells were run). Each cell writes ``cells/MODEL_DTYPE.json``; a rerun skips the cells whose
 file exists (delete one to redo it), and the table gathers every cell file in the folder, so cells
 of different sizes can be run by separate invocations (each cell's command is written beside it).
 """
@@ -22,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lade.data import SPLITS
 from lade.figures import (
     DTYPES,
     figure_setting,
@@ -32,7 +37,6 @@ from lade.figures import (
     run_command,
     write_outputs,
 )
-from lade.machine import has_native_bf16
 
 CELLS = "smollm2:float32,smollm2:bfloat16,qwen2.5-coder-0.5b:bfloat16,qwen2.5-coder-1.5b:bfloat16"
 QUICK_CELLS = "tiny-random-llama:float32,tiny-random-llama:bfloat16"
@@ -52,11 +56,17 @@ def parse_cells(text: str) -> list[tuple[str, str]]:
     return cells
 
 
+def native_bf16(machine: str) -> bool:
+    """Whether a bench row's ``machine`` has bfloat16 arithmetic: a GPU (its name has no thread count)
+    or a CPU with AVX512-BF16 or AMX (``lade.machine.cpu_description``)."""
+    return "threads" not in machine or "avx512_bf16" in machine or "amx_bf16" in machine
+
+
 def cell_path(out: Path, model: str, dtype: str) -> Path:
     return out / "cells" / f"{model}_{dtype}.json"
 
 
-def run_cell(setting, model: str, dtype: str, datasets: str) -> None:
+def run_cell(setting, model: str, dtype: str, datasets: str, split: str = "all") -> None:
     """Benchmark one model in one dtype into its cell file, unless that file exists already."""
     path = cell_path(setting.out, model, dtype)
     if path.exists():
@@ -68,6 +78,7 @@ def run_cell(setting, model: str, dtype: str, datasets: str) -> None:
     methods = ["--methods", "hf_prompt_lookup,auto", "--prompt-lookup-tokens", PROMPT_LOOKUP_K]
     configs = [arg for config in CONFIGS for arg in ("--config", config)]
     command = ["-m", "lade.bench", "--model", model, "--dtype", dtype, "--dataset", datasets]
+    command += ["--split", split]
     run_command(setting, [*command, *sized, *methods, *configs, "--json", repo_relative(partial)])
     path.with_suffix(".command.txt").write_text(setting.commands[-1] + "\n")
     partial.replace(path)
@@ -80,7 +91,7 @@ def gather(out: Path) -> pd.DataFrame:
         if path.name.endswith(".partial.json"):
             continue
         for dataset, dataset_rows in json.loads(path.read_text()).items():
-            rows += [{**row, "dataset": dataset} for row in dataset_rows]
+            rows += [{"split": "all", **row, "dataset": dataset} for row in dataset_rows]  # older: no split
     if not rows:
         raise SystemExit(f"no cell results under {out / 'cells'}")
     return pd.DataFrame(rows)
@@ -119,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     def extra(parser):
         parser.add_argument("--cells", default=None, help=f"MODEL:DTYPE list (full: {CELLS})")
         parser.add_argument("--datasets", default=DATASETS, help=f"(default: {DATASETS})")
+        parser.add_argument("--split", default="all", choices=SPLITS, help="prompt split (lade.data)")
 
     setting, args = figure_setting(
         "real_models", __doc__, limit=8, max_new_tokens=128, quick_limit=1, argv=argv, extra=extra
@@ -131,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     cells = parse_cells(args.cells or one_cell or (QUICK_CELLS if setting.quick else CELLS))
     datasets = "synthetic" if setting.quick else args.datasets
     for model, dtype in cells:
-        run_cell(setting, model, dtype, datasets)
+        run_cell(setting, model, dtype, datasets, args.split)
     setting.commands = [p.read_text().strip() for p in sorted((setting.out / "cells").glob("*.command.txt"))]
 
     table = gather(setting.out)
@@ -140,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             "model",
             "dtype",
             "dataset",
+            "split",
             "method",
             "prompts",
             "new_tokens",
@@ -176,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
         "difference at a first divergence; see lade.divergence).",
         "load_seconds includes converting a packaged model the first time (later loads read the cache).",
     ]
-    if not has_native_bf16():
+    bf16_cells = "bfloat16" in set(table["dtype"])
+    if bf16_cells and not any(native_bf16(m) for m in machines):
         notes.append(
             "This CPU has no native bfloat16 (no avx512_bf16 / amx_bf16): there a bf16 forward's cost grows "
             "about linearly with the tokens fed (experiments/results/dtype/dtype_latency.md), so bf16 "

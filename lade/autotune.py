@@ -340,10 +340,15 @@ class Planner:
         records = [r.records(c, self.min_records) for r, c in zip(self._rows, confidence, strict=True)]
         window_options = (0, *self.windows) if self.auto_window else (self.window,)
 
+        priced: dict[int, float] = {}  # many (W, g, l) feed the same number of tokens
+
         def seconds_for(size: int) -> float:  # one step of ``size`` tokens per row
-            if rows == 1 or self.batch_latency is None:
-                return self.latency(rows * size, context)
-            return self.batch_latency(rows, size, context)
+            if size not in priced:
+                if rows == 1 or self.batch_latency is None:
+                    priced[size] = self.latency(rows * size, context)
+                else:
+                    priced[size] = self.batch_latency(rows, size, context)
+            return priced[size]
 
         plain_seconds = seconds_for(1)
         plain_rate = rows / plain_seconds

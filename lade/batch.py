@@ -36,7 +36,7 @@ from lade.generation import CallSettings
 from lade.interfaces import Verifier
 from lade.layout import additive_mask, batch_visibility
 from lade.sequence import SequenceState, new_row
-from lade.types import Candidates, DecodingMetrics
+from lade.types import Candidates, DecodingMetrics, pad_candidate
 
 
 def decode_batch(
@@ -102,7 +102,8 @@ def decode_batch(
         count, length = max(guesses), plan.length
         candidates = torch.tensor(
             [
-                [list(c[:length]) for c in continuations[:g]] + [[row.committed[-1]] * length] * (count - g)
+                [pad_candidate(c, length) for c in continuations[:g]]
+                + [[row.committed[-1]] * length] * (count - g)
                 for row, continuations, g in zip(active, offered, guesses, strict=True)
             ],
             dtype=torch.long,
@@ -198,7 +199,7 @@ def _plan(decoder, planner, active, contexts, offered, prefix_len: int, max_new_
     up to the most any row offers."""
     if planner is None:
         most = max(len(continuations) for continuations in offered)
-        return StepPlan(True, most, decoder.ngram - 1, 0.0, 0.0, decoder.window)
+        return StepPlan(True, most, decoder.candidate_length, 0.0, 0.0, decoder.window)
     confidences = []
     for i, (row, context, continuations) in enumerate(zip(active, contexts, offered, strict=True)):
         confidence = row.pool.confidence(context, continuations)

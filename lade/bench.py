@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lade.data import MT_BENCH_CATEGORIES, encode, humaneval_prompts, load_spec_bench, load_synthetic
-from lade.decoding import LookaheadDecoder, default_pad_id, default_pool
+from lade.data import MT_BENCH_CATEGORIES, SPLITS, encode, humaneval_prompts, load_spec_bench, load_synthetic
+from lade.decoding import AUTO_GUESS, AUTO_NGRAM, LookaheadDecoder, default_pad_id, default_pool
 from lade.divergence import Divergence, compare, row_logits
 from lade.divergence import summarize as summarize_divergences
 from lade.machine import cpu_description
@@ -89,8 +89,12 @@ DATASETS = {  # name -> Spec-Bench categories (None: HumanEval's raw prompts)
 METHODS = ("hf_greedy", "hf_prompt_lookup", "plain_loop", "auto")
 
 
-def load_prompts(dataset: str, tokenizer, limit: int, spec_bench: str) -> list[torch.Tensor]:
-    """Token ids [1, T] of the first ``limit`` prompts of ``dataset`` (see ``DATASETS``)."""
+def load_prompts(
+    dataset: str, tokenizer, limit: int | None, spec_bench: str, split: str = "all"
+) -> list[torch.Tensor]:
+    """Token ids [1, T] of the first ``limit`` prompts of ``dataset`` (see ``DATASETS``) in ``split``
+    (``lade.data``: per category, the first quarter is ``dev``, the rest ``test``; synthetic data has
+    no split)."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {sorted(DATASETS)}")
     if dataset == "synthetic":
@@ -100,8 +104,9 @@ def load_prompts(dataset: str, tokenizer, limit: int, spec_bench: str) -> list[t
             f"dataset {dataset!r} is text and the model has no tokenizer; use --dataset synthetic"
         )
     if DATASETS[dataset] is None:
-        return [tokenizer(text, return_tensors="pt").input_ids for text in humaneval_prompts(limit)]
-    rows = load_spec_bench(spec_bench, DATASETS[dataset], limit, stratified=True)
+        texts = humaneval_prompts(limit, split)
+        return [tokenizer(text, return_tensors="pt").input_ids for text in texts]
+    rows = load_spec_bench(spec_bench, DATASETS[dataset], limit, stratified=True, split=split)
     return [encode(p, tokenizer, "auto") for p in rows]
 
 
@@ -132,13 +137,18 @@ def greedy_options(model, max_new_tokens: int, eos: list[int]) -> dict:
     }
 
 
-def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None):
+def build_methods(
+    model, names, configs, eos, max_new_tokens, prompt_lookup_tokens=10, latency=None, auto_spans=()
+):
     """name -> callable(input_ids [1, T]) returning (new token list, steps, overhead fraction, the raw
     logits of each new token or None). HF greedy returns its logits (``output_logits``: the tensors
     ``generate`` computes anyway), the reference for `lade.divergence`.
 
     ``prompt_lookup_tokens``: HF's ``prompt_lookup_num_tokens`` K, an int or a list; with more than
-    one K, ``hf_prompt_lookup`` becomes one method per K, named ``hf_prompt_lookup K=3`` etc."""
+    one K, ``hf_prompt_lookup`` becomes one method per K, named ``hf_prompt_lookup K=3`` etc.
+    ``auto_spans``: auto beside the default with its pool's text continuations of S tokens instead
+    of ``AUTO_SPAN`` (``S = AUTO_NGRAM - 1``: candidates as long as the branch's), one method per S,
+    named ``auto span=S``: the candidate-length ablation."""
     single = isinstance(prompt_lookup_tokens, int)
     lookup_ks = [prompt_lookup_tokens] if single else list(prompt_lookup_tokens)
     if not lookup_ks or any(k < 1 for k in lookup_ks):
@@ -187,6 +197,9 @@ def build_methods(model, names, configs, eos, max_new_tokens, prompt_lookup_toke
             methods.update({prompt_lookup_name(k): hf(prompt_lookup_num_tokens=k) for k in lookup_ks})
         elif name:
             methods[name] = available[name]()
+    for span in auto_spans:
+        pool = default_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=span)
+        methods[f"auto span={span}"] = decoder_method(LookaheadDecoder(model, latency=latency, pool=pool))
     for config in configs:
         methods[config_name(config)] = decoder_method(config_decoder(model, *config))
     return methods
@@ -216,12 +229,17 @@ def config_name(config: tuple[int, int, int]) -> str:
     return f"lookahead W={window} N={ngram} G={guess}"
 
 
-def run(methods: dict, prompts: list[torch.Tensor], label: str = "") -> dict[str, MethodStats]:
-    """Every method on every prompt, rotating the order per prompt, after one warm-up run each."""
+def run(
+    methods: dict, prompts: list[torch.Tensor], label: str = "", warmup: torch.Tensor | None = None
+) -> dict[str, MethodStats]:
+    """Every method on every prompt, rotating the order per prompt, after one warm-up run each on
+    ``warmup`` (default: the first prompt). A warm-up prompt outside the timed ones keeps what a
+    decoder learns across calls (auto's acceptance records) from being learnt on a timed prompt."""
     stats = {name: MethodStats(name) for name in methods}
     names = list(methods)
+    warmup = prompts[0] if warmup is None else warmup
     for name in names:  # warm-up: first calls pay for allocations, lazy initialisation, calibration
-        methods[name](prompts[0])
+        methods[name](warmup)
     started = time.perf_counter()
     for i, ids in enumerate(prompts):
         order = names[i % len(names) :] + names[: i % len(names)]
@@ -322,6 +340,13 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
     parser.add_argument("--model", default="smollm2", help="built-in name, local path or hub id")
     parser.add_argument("--dataset", default="humaneval", help=f"comma list of {', '.join(DATASETS)}")
     parser.add_argument("--limit", type=int, default=20, help="first LIMIT prompts of each dataset")
+    parser.add_argument(
+        "--split",
+        default="all",
+        choices=SPLITS,
+        help="prompts of this split (lade.data: the first quarter of each category is dev, the rest "
+        "test; all: every prompt); with test, the warm-up runs on the first dev prompt",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument(
         "--methods", default="hf_prompt_lookup,auto", help=f"comma list of {', '.join(METHODS)} ('' for none)"
@@ -334,6 +359,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         type=parse_ints,
         default=[10],
         help="HF prompt_lookup_num_tokens K; a comma list runs one method per K",
+    )
+    parser.add_argument(
+        "--auto-span",
+        type=parse_ints,
+        default=[],
+        help="also auto with its pool's text continuations of S tokens (comma list; one method each)",
     )
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16, float16, auto")
@@ -360,19 +391,34 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict]]:
         if model.device.type == "cuda"
         else cpu_description(),
     }
-    prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench) for d in datasets}
+    prompt_sets = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench, args.split) for d in datasets}
+    warmups = {  # on the test split, warm up on a prompt no timed call sees
+        d: load_prompts(d, tokenizer, 1, args.spec_bench, "dev")[0]
+        if args.split == "test" and d != "synthetic"
+        else None
+        for d in datasets
+    }
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
-    methods = build_methods(model, names, args.config, eos, args.max_new_tokens, args.prompt_lookup_tokens)
+    methods = build_methods(
+        model,
+        names,
+        args.config,
+        eos,
+        args.max_new_tokens,
+        args.prompt_lookup_tokens,
+        auto_spans=args.auto_span,
+    )
 
     results = {}
     for dataset, prompts in prompt_sets.items():
         rows = [
-            {**run_facts, "dataset": dataset, **row, "peak_rss_mib": peak_rss_mib()}
-            for row in summarize(run(methods, prompts, dataset))
+            {**run_facts, "dataset": dataset, "split": args.split, **row, "peak_rss_mib": peak_rss_mib()}
+            for row in summarize(run(methods, prompts, dataset, warmups[dataset]))
         ]
         print(
-            f"\n{dataset}: model={args.model} prompts={len(prompts)} max_new_tokens={args.max_new_tokens} "
+            f"\n{dataset} ({args.split}): model={args.model} prompts={len(prompts)} "
+            f"max_new_tokens={args.max_new_tokens} "
             f"attn={args.attn} device={args.device} ({run_facts['machine']}) dtype={model.dtype} "
             f"prompt_lookup_K={','.join(map(str, args.prompt_lookup_tokens))} "
             f"load={run_facts['load_seconds']:.1f}s rss_after_load={run_facts['rss_after_load_mib']:.0f}MiB "

@@ -42,7 +42,7 @@ from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.layout import StepLayout, additive_mask, chain_layout, step_layout, visibility
 from lade.outputs import assemble
 from lade.sequence import SequenceState, new_row
-from lade.types import Candidates, DecodingMetrics, GenerationResult, LookaheadBranch
+from lade.types import Candidates, DecodingMetrics, GenerationResult, LookaheadBranch, pad_candidate
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
 from strategies.greedy import GreedyVerifier
@@ -55,17 +55,19 @@ Streamer = Callable[[list[int]], None]
 AUTO_WINDOW = 15
 AUTO_WINDOWS = (1, 2, 3, 5, 7, 10, 15)  # branch sizes an auto window chooses among (up to W)
 AUTO_NGRAM = 6
+AUTO_SPAN = 10  # candidate tokens an auto pool stores from the text (N-1 from the branch)
 AUTO_GUESS = 7
 
 _MASK_HEADROOM = 256  # prefix growth a step mask buffer absorbs before it is re-made
 _MASK_LAYOUTS = 32  # step layouts whose mask buffers are kept
 
 
-def default_pool(ngram: int, capacity: int, auto: bool) -> BucketedNGramPool:
+def default_pool(ngram: int, capacity: int, auto: bool, span: int | None = None) -> BucketedNGramPool:
     """The decoder's pool: the reference (first-token keys, LRU, per-key ``capacity``) plus prompt
     seeding, the strategy ablation's one clear gain; for auto settings also output seeding and keys of
     up to 3 tokens (more candidates, and a confidence class, the matched key length, that tells the
-    planner when long candidates hold)."""
+    planner when long candidates hold). ``span``: continuation tokens of the n-grams seeded from the
+    text (default N-1; ``BucketedNGramPool``)."""
     return BucketedNGramPool(
         ngram,
         capacity=capacity,
@@ -73,6 +75,7 @@ def default_pool(ngram: int, capacity: int, auto: bool) -> BucketedNGramPool:
         key_length=3 if auto else 1,
         seed_prompt=True,
         seed_output=auto,
+        span=span,
     )
 
 
@@ -121,8 +124,9 @@ class LookaheadDecoder:
             steps where it is predicted to pay, at the size (1 to 15 columns, or up to the given
             proposer's window) predicted to pay best.
         ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step;
-            or ``"auto"``: n-grams of 6 tokens are stored and each step verifies the candidates cut to
-            the length predicted to pay best.
+            or ``"auto"``: the branch harvests n-grams of 6 tokens, the default pool also stores
+            continuations of 10 tokens from the prompt and output (``AUTO_SPAN``), and each step
+            verifies the candidates cut to the length predicted to pay best.
         guess: G, candidates verified per step (>= 0; 0 disables verification), or ``"auto"``: up to
             7, as many as predicted to pay, none (a plain step) when nothing is predicted to win.
         proposer, pool, verifier: strategies; default Jacobi, a first-token pool with per-key
@@ -172,7 +176,11 @@ class LookaheadDecoder:
         self.model = model
         # `is None`, not `or`: an empty pool has len() 0 and would read as false
         self.proposer = JacobiProposer(window, ngram, seed=seed) if proposer is None else proposer
-        self.pool = default_pool(ngram, guess, self.is_auto) if pool is None else pool
+        if pool is None:  # an auto N also stores longer copies from the text, verified as far as they pay
+            pool = default_pool(ngram, guess, self.is_auto, AUTO_SPAN if self.auto_ngram else None)
+        self.pool = pool
+        # tokens a candidate can offer: N-1, or a pool's longer text n-grams (``BucketedNGramPool.span``)
+        self.candidate_length = max(ngram - 1, getattr(pool, "span", ngram - 1))
         self.verifier = GreedyVerifier() if verifier is None else verifier
         self._verifier_given = verifier is not None  # a given verifier's mode and controls are defaults
         self.seed = seed
@@ -413,7 +421,7 @@ class LookaheadDecoder:
             context = committed[-key_length:]
             continuations = self.pool.candidates(context, self.guess)
             plan = self._plan(planner, context, continuations, len(committed))
-            verified_ones = [c[: plan.length] for c in continuations[: plan.guesses]]
+            verified_ones = [pad_candidate(c, plan.length) for c in continuations[: plan.guesses]]
             candidates = Candidates(
                 torch.tensor(verified_ones, dtype=torch.long, device=prompt.device).view(-1, plan.length)
             )
@@ -466,7 +474,7 @@ class LookaheadDecoder:
         of ``contexts`` cached random tokens (as far as the context length allows), through the same
         forward path as decoding (``rows`` > 1: a batch of that many rows, each S tokens after its own
         context); the curves form one context-dependent ``LatencyModel``."""
-        largest_step = 1 + (self.window + self.guess) * (self.ngram - 1)
+        largest_step = 1 + self.window * (self.ngram - 1) + self.guess * self.candidate_length
         if rows > 1:  # a batch's steps stay small: do not time thousands of tokens per forward
             largest_step = min(largest_step, max(4, 128 // rows))
         room = self.context_length if self.context_length is not None else 1 << 30
@@ -486,7 +494,7 @@ class LookaheadDecoder:
                     cache.batch_repeat_interleave(rows)
                 run_step = self._timed_step(text, context, cache, rows, wanted)
                 if context == lengths[0]:  # a step committing at most N tokens per row cannot pay beyond
-                    wanted = sizes_worth_measuring(run_step, wanted, self.ngram)
+                    wanted = sizes_worth_measuring(run_step, wanted, 1 + self.candidate_length)
                 curves.append(measure(run_step, wanted, repeats, context))
         latency = None
         for curve in reversed(curves):  # the shortest context outermost, each holding the next longer
@@ -534,7 +542,7 @@ class LookaheadDecoder:
             window=window,
             branch_levels=self.ngram - 1,
             max_guess=self.guess,
-            max_length=self.ngram - 1,
+            max_length=self.candidate_length,
             auto_window=self.auto_window,
             auto_guess=self.auto_guess,
             auto_length=self.auto_ngram,
@@ -546,7 +554,7 @@ class LookaheadDecoder:
     def _plan(self, planner: Planner | None, context, continuations, position: int) -> StepPlan:
         """This step's plan: the planner's when any of W, N, G is auto, else everything offered."""
         if planner is None:
-            return StepPlan(True, len(continuations), self.ngram - 1, 0.0, 0.0, self.window)
+            return StepPlan(True, len(continuations), self.candidate_length, 0.0, 0.0, self.window)
         confidence = self.pool.confidence(context, continuations)
         planner.offer(position, continuations, self.pool.harvested(context, continuations), confidence)
         return planner.plan(len(continuations), confidence, position)

@@ -38,11 +38,19 @@ class LookaheadBranch:
 class Candidates:
     """The n-gram continuations verified this step, all keyed by the last committed token."""
 
-    tokens: torch.Tensor  # [G', N-1] token ids; G' may be 0
+    tokens: torch.Tensor  # [G', l] token ids, l <= the pool's continuation length; G' may be 0
 
     @property
     def count(self) -> int:
         return self.tokens.shape[0]
+
+
+def pad_candidate(continuation: tuple[int, ...], length: int) -> list[int]:
+    """``continuation`` cut or padded to ``length`` tokens, padding with its last token (a pool may
+    hold continuations shorter than a step verifies). Padding is lossless: a padded token is accepted
+    only where it is the model's own token, like any candidate token."""
+    tokens = list(continuation[:length])
+    return tokens + tokens[-1:] * (length - len(tokens))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from lade.interfaces import EntryStats, EvictionPolicy, NGramPool
 from pools.eviction import LRUEviction
 
 SELECTIONS = ("recent", "frequent")
-Bucket = dict[tuple[int, ...], EntryStats]  # continuation (N-1 tokens) -> stats, in touch order
+Bucket = dict[tuple[int, ...], EntryStats]  # continuation (N-1 or span tokens) -> stats, in touch order
 
 
 class BucketedNGramPool(NGramPool):
@@ -32,6 +32,10 @@ class BucketedNGramPool(NGramPool):
       "prompt as reference") / of the committed output as it grows.
     * ``persistent``: keep the pool across ``generate`` calls (multi-turn chat, repeated requests)
       until ``reset()``; otherwise each call starts empty.
+    * ``span``: continuation tokens of the n-grams seeded from the prompt and output (default N-1,
+      as the harvested ones). Longer ones let a step verify a long copy from the text (as prompt
+      lookup does) while the lookahead branch keeps N-1 levels: buckets then hold continuations of
+      both lengths, and a step verifying l tokens pads the shorter ones (``lade.types.pad_candidate``).
 
     Re-inserting a stored n-gram refreshes it (``touched``) instead of duplicating it.
     """
@@ -47,6 +51,7 @@ class BucketedNGramPool(NGramPool):
         seed_prompt: bool = False,
         seed_output: bool = False,
         persistent: bool = False,
+        span: int | None = None,
     ):
         if isinstance(ngram, bool) or not isinstance(ngram, int) or ngram < 2:
             raise ValueError(f"ngram must be an integer >= 2, got {ngram!r}")
@@ -57,6 +62,8 @@ class BucketedNGramPool(NGramPool):
                 raise ValueError(f"{name} must be an integer >= {minimum} or None, got {value!r}")
         if isinstance(key_length, bool) or not isinstance(key_length, int) or key_length < 1:
             raise ValueError(f"key_length must be an integer >= 1, got {key_length!r}")
+        if span is not None and (isinstance(span, bool) or not isinstance(span, int) or span < ngram - 1):
+            raise ValueError(f"span must be an integer >= ngram - 1 = {ngram - 1} or None, got {span!r}")
         if selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
         self.ngram = ngram
@@ -68,6 +75,7 @@ class BucketedNGramPool(NGramPool):
         self.seed_prompt = seed_prompt
         self.seed_output = seed_output
         self.persistent = persistent
+        self.span = ngram - 1 if span is None else span
         self._indexes: list[dict[tuple[int, ...], Bucket]] = [{} for _ in range(key_length)]  # by key length
         self._sizes = [0] * key_length
         self._tick = 0
@@ -75,14 +83,15 @@ class BucketedNGramPool(NGramPool):
     # ------------------------------------------------------------------ NGramPool
 
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
-        self._add(ngrams, harvested=True)
+        self._add(ngrams, harvested=True, size=self.ngram)
 
-    def _add(self, ngrams: Sequence[Sequence[int]], harvested: bool) -> None:
+    def _add(self, ngrams: Sequence[Sequence[int]], harvested: bool, size: int) -> None:
+        """Insert n-grams of ``size`` tokens, each after its left context (the tokens before them)."""
         for sequence in ngrams:
-            if len(sequence) < self.ngram:
-                raise ValueError(f"expected n-grams of at least {self.ngram} tokens, got {len(sequence)}")
+            if len(sequence) < size:
+                raise ValueError(f"expected n-grams of at least {size} tokens, got {len(sequence)}")
             sequence = tuple(sequence)
-            split = len(sequence) - self.ngram  # tokens before the n-gram: left context
+            split = len(sequence) - size  # tokens before the n-gram: left context
             continuation = sequence[split + 1 :]
             for length in range(1, min(self.key_length, split + 1) + 1):
                 self._insert(length, sequence[split + 1 - length : split + 1], continuation, harvested)
@@ -103,16 +112,16 @@ class BucketedNGramPool(NGramPool):
         if not self.persistent:
             self.reset()
         if self.seed_prompt:
-            self._add_ngrams_ending(prompt, range(self.ngram - 1, len(prompt)))
+            self._add_ngrams_ending(prompt, range(self.span, len(prompt)))
 
     def join(self, prompt: Sequence[int]) -> None:
         if self.seed_prompt:
-            self._add_ngrams_ending(prompt, range(self.ngram - 1, len(prompt)))
+            self._add_ngrams_ending(prompt, range(self.span, len(prompt)))
 
     def observe(self, sequence: Sequence[int], new_tokens: int) -> None:
         if self.seed_output:
             self._add_ngrams_ending(
-                sequence, range(max(self.ngram - 1, len(sequence) - new_tokens), len(sequence))
+                sequence, range(max(self.span, len(sequence) - new_tokens), len(sequence))
             )
 
     def record_hit(self, context: Sequence[int], continuation: tuple[int, ...]) -> None:
@@ -165,11 +174,10 @@ class BucketedNGramPool(NGramPool):
     # ------------------------------------------------------------------ internals
 
     def _add_ngrams_ending(self, sequence: Sequence[int], ends: range) -> None:
-        """Add the n-grams of ``sequence`` that end at the positions ``ends``, with left context."""
-        context = self.key_length - 1
-        self._add(
-            [sequence[max(0, end + 1 - self.ngram - context) : end + 1] for end in ends], harvested=False
-        )
+        """Add the n-grams of 1 + ``span`` tokens of ``sequence`` that end at the positions ``ends``,
+        with left context."""
+        context, size = self.key_length - 1, self.span + 1
+        self._add([sequence[max(0, end + 1 - size - context) : end + 1] for end in ends], False, size)
 
     def _select(self, bucket: Bucket, limit: int) -> list[tuple[int, ...]]:
         if self.selection == "recent":

@@ -300,3 +300,30 @@ def test_calibration_stops_at_the_first_size_that_cannot_pay():
 
     flat = sizes_worth_measuring(lambda size: clock.sleep(0.002), [1, 2, 4, 8, 16, 32], most_tokens=5)
     assert flat == [1, 2, 4, 8, 16, 32]
+
+
+def test_auto_verifies_long_copies_from_the_text():
+    """An auto N stores 10-token continuations from the prompt and output (``AUTO_SPAN``) beside the
+    branch's N-1. A repeated request with a persistent pool holds the model's own continuation, so
+    steps verify and accept more than N tokens, still exactly (tiny random models do not loop)."""
+    from lade.decoding import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN
+    from pools import BucketedNGramPool
+
+    model, _ = load_model("tiny-random-llama")
+    assert LookaheadDecoder(model, latency=FLAT).candidate_length == AUTO_SPAN > AUTO_NGRAM - 1
+    pool = BucketedNGramPool(
+        AUTO_NGRAM,
+        AUTO_GUESS,
+        key_length=3,
+        seed_prompt=True,
+        seed_output=True,
+        span=AUTO_SPAN,
+        persistent=True,
+    )
+    decoder = LookaheadDecoder(model, latency=FLAT, pool=pool)
+    ids = torch.randint(1, 128, (1, 9), generator=torch.Generator().manual_seed(4))
+    reference = greedy(model, ids, 60)
+    for _ in range(2):
+        result = decoder.generate(ids, max_new_tokens=60)
+        assert result.sequences[0, ids.shape[1] :].tolist() == reference
+    assert max(result.metrics.tokens_per_step) > AUTO_NGRAM

@@ -120,6 +120,10 @@ def test_every_strategy_works_batched(tiny_models, arch):
             pool=BucketedNGramPool(4, capacity=5, seed_output=True),
             shared_pool=True,
         ),
+        "span_mixed_lengths": dict(  # 3-token harvested and 7-token seeded candidates, padded
+            proposer=JacobiProposer(4, 4),
+            pool=BucketedNGramPool(4, capacity=4, key_length=2, seed_prompt=True, seed_output=True, span=7),
+        ),
         "prompt_lookup": dict(proposer=AutoregressiveProposer(5, 4), pool=PromptLookupPool(4)),
         "plain": dict(proposer=AutoregressiveProposer(5, 4), guess=0),
     }

@@ -7,6 +7,7 @@ import torch
 
 from lade import LookaheadDecoder
 from lade.types import STEP_STAGES
+from pools import BucketedNGramPool
 from tests.conftest import ARCHITECTURES, ATTENTION, hf_greedy, prompt
 
 GRID = list(itertools.product((1, 2, 5), (2, 3, 5), (0, 1, 5)))  # (W, N, G)
@@ -33,6 +34,26 @@ def test_greedy_equivalence_over_the_wng_grid(tiny_models, arch, attn):
             multi_token_steps += sum(n > 1 for n in result.metrics.tokens_per_step)
     # the grid must exercise acceptance of several tokens per step, or it proves little
     assert multi_token_steps > 0
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_pool_span_mixes_candidate_lengths_exactly(tiny_models, arch):
+    """A pool whose text n-grams are longer than the branch's (``span``): each step verifies
+    candidates of both lengths, the shorter padded; output still HF greedy's. A second call with the
+    pool kept (``persistent``) holds the model's own continuation: steps then accept long copies."""
+    model = tiny_models(arch, "sdpa")
+    for kind, seed in (("random", 1), ("repetitive", 2)):
+        ids = prompt(kind, seed, length=24)
+        reference = hf_greedy(model, ids, NEW_TOKENS)
+        pool = BucketedNGramPool(
+            3, capacity=5, key_length=2, seed_prompt=True, seed_output=True, span=8, persistent=True
+        )
+        decoder = LookaheadDecoder(model, window=4, ngram=3, guess=5, pool=pool)
+        for call in range(2):
+            result = decoder.generate(ids, max_new_tokens=NEW_TOKENS, eos_token_id=[])
+            assert torch.equal(result.sequences, reference), (kind, seed, call)
+            assert max(result.metrics.tokens_per_step) <= 1 + 8
+        assert max(result.metrics.tokens_per_step) > 3  # long copies accepted: the span is exercised
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lade.interfaces import EntryStats
+from lade.types import pad_candidate
 from pools import (
     BucketedNGramPool,
     FIFOEviction,
@@ -129,6 +130,25 @@ def test_output_seeding_adds_ngrams_ending_in_new_tokens():
     assert len(pool) == 0
     pool.observe([1, 2, 3, 4], new_tokens=2)
     assert pool.bucket(1) == [(2, 3)] and pool.bucket(2) == [(3, 4)]
+
+
+def test_span_stores_longer_copies_from_the_text_beside_harvested_ngrams():
+    pool = BucketedNGramPool(ngram=3, capacity=None, seed_prompt=True, seed_output=True, span=4)
+    pool.start([1, 2, 3, 4, 5, 6])
+    assert pool.bucket(1) == [(2, 3, 4, 5)] and pool.bucket(2) == [(3, 4, 5, 6)]  # 1 + span tokens
+    assert pool.bucket(3) == []  # fewer than span tokens follow it so far
+    pool.observe([1, 2, 3, 4, 5, 6, 7], new_tokens=1)
+    assert pool.bucket(3) == [(4, 5, 6, 7)]
+    pool.add([(1, 9, 9)])  # a harvested n-gram keeps its N-1 tokens
+    assert pool.bucket(1) == [(2, 3, 4, 5), (9, 9)]
+    assert pool.candidates([1], limit=2) == [(2, 3, 4, 5), (9, 9)]
+    with pytest.raises(ValueError, match="span"):
+        BucketedNGramPool(ngram=4, capacity=1, span=2)
+
+
+def test_pad_candidate_cuts_or_repeats_the_last_token():
+    assert pad_candidate((4, 5), 4) == [4, 5, 5, 5]
+    assert pad_candidate((4, 5, 6), 2) == [4, 5]
 
 
 def test_persistent_pool_survives_start_until_reset():
