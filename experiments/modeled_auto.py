@@ -14,7 +14,8 @@ plans as it would on that machine. The curves are those issue 15 measured on a C
 AVX512-BF16 (2 threads, 256 cached tokens); no machine of this project's sessions has had to run them.
 As in ``lade.bench``, one decoder per method serves all prompts, after a warm-up call on a synthetic
 prompt (which runs its self-check); methods alternate per prompt. Splits of HumanEval: ``dev``
-tasks 0-19 (tune here), ``test`` tasks 100-163 (report here; never used to choose anything).
+tasks 0-40 (tune here), ``test`` tasks 41-163 (report here; never used to choose anything), as
+everywhere (``lade.data``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from lade.bench import build_methods, greedy_options, prompt_lookup_name
 from lade.calibration import LatencyModel
-from lade.data import humaneval_prompts
+from lade.data import humaneval_prompts, split_of
 from lade.decoding import LookaheadDecoder
 from lade.figures import figure_setting, markdown_table, pyplot, write_outputs
 from lade.forward_log import ForwardLog
@@ -40,7 +41,9 @@ CURVES = {
     "qwen2.5-coder-1.5b-bf16": (0.122, {1: 1.0, 2: 0.91, 8: 1.08, 16: 1.33, 32: 1.79, 64: 2.64}),
     "smollm2-fp32": (0.038, {1: 1.0, 2: 1.66, 8: 1.54, 16: 1.82, 32: 2.46, 64: 4.82}),
 }
-SPLITS = {"dev": range(0, 20), "test": range(100, 164)}
+SPLITS = {  # HumanEval task numbers of lade.data's splits (the first quarter of the 164 is dev)
+    split: split_of(list(range(164)), split) for split in ("dev", "test")
+}
 CONFIGS = [(5, 3, 5), (7, 5, 7)]
 PROMPT_LOOKUP_K = [3, 10]
 
