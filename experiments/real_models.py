@@ -37,6 +37,7 @@ from lade.figures import (
     run_command,
     write_outputs,
 )
+from lade.machine import has_native_bf16
 
 CELLS = "smollm2:float32,smollm2:bfloat16,qwen2.5-coder-0.5b:bfloat16,qwen2.5-coder-1.5b:bfloat16"
 QUICK_CELLS = "tiny-random-llama:float32,tiny-random-llama:bfloat16"
@@ -54,12 +55,6 @@ def parse_cells(text: str) -> list[tuple[str, str]]:
             raise SystemExit(f"--cells: expected MODEL:DTYPE with DTYPE one of {DTYPES}, got {item!r}")
         cells.append((model, dtype))
     return cells
-
-
-def native_bf16(machine: str) -> bool:
-    """Whether a bench row's ``machine`` has bfloat16 arithmetic: a GPU (its name has no thread count)
-    or a CPU with AVX512-BF16 or AMX (``lade.machine.cpu_description``)."""
-    return "threads" not in machine or "avx512_bf16" in machine or "amx_bf16" in machine
 
 
 def cell_path(out: Path, model: str, dtype: str) -> Path:
@@ -190,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
         "load_seconds includes converting a packaged model the first time (later loads read the cache).",
     ]
     bf16_cells = "bfloat16" in set(table["dtype"])
-    if bf16_cells and not any(native_bf16(m) for m in machines):
+    if bf16_cells and not any(has_native_bf16(m) for m in machines):
         notes.append(
             "This CPU has no native bfloat16 (no avx512_bf16 / amx_bf16): there a bf16 forward's cost grows "
             "about linearly with the tokens fed (experiments/results/dtype/dtype_latency.md), so bf16 "

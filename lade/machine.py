@@ -24,7 +24,9 @@ def cpu_description() -> str:
     return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}"
 
 
-def has_native_bf16() -> bool:
-    """Whether the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), where bf16 pays for extra tokens."""
-    description = cpu_description()
-    return "avx512_bf16" in description or "amx_bf16" in description
+def has_native_bf16(machine: str | None = None) -> bool:
+    """Whether ``machine`` (a benchmark row's machine: ``cpu_description()`` or a GPU's name; default
+    this CPU) has bfloat16 arithmetic: a GPU (its name has no thread count) or a CPU with AVX512-BF16
+    or AMX, where bf16 pays for extra tokens."""
+    machine = cpu_description() if machine is None else machine
+    return "threads" not in machine or "avx512_bf16" in machine or "amx_bf16" in machine
