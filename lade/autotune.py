@@ -17,10 +17,13 @@ Plain decoding (no branch, g = 0) is always one of the options: when nothing is 
 the step is a plain step.
 
 The branch's gain is indirect and amortised (its n-grams enter the pool and are verified on later
-steps); it is measured as the records' expected acceptance with all candidates minus that with only
-the candidates the branch did not harvest. Until the branch has run long enough to measure it, a
-prior is used (``branch_prior``), so the branch is only tried where the prior could pay for its
-tokens on this hardware; its size W is chosen among the allowed sizes the same way.
+steps); it is measured, on the steps it ran, as the records' expected acceptance with all candidates
+minus that with only the candidates the branch did not harvest. Whether the branch runs is chosen
+by that steady state (candidates without its harvests, plus its gain); which candidates a step then
+verifies is chosen from all it is offered, the branch's harvests included. Until the branch has
+run long enough to measure it, a prior is used (``branch_prior``), so the branch is only tried
+where the prior could pay for its tokens on this hardware; its size W is chosen among the allowed
+sizes the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import copy
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lade.calibration import LatencyModel
 
@@ -150,14 +153,21 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class _RowRecords:
-    """One row's acceptance records: all offers, and the offers of each confidence class."""
+    """One row's acceptance records: all offers, the offers of each confidence class, and the offers
+    made while the lookahead branch was running (the records its gain is measured on)."""
 
     def __init__(self, max_guess: int, max_length: int, history: int):
         self.all = AcceptanceStats(max_guess, max_length, history)
         self.by_class: dict[int, AcceptanceStats] = {}
+        self.branch = AcceptanceStats(max_guess, max_length, history)
+        self.branch_steps = self.branch_offers = 0  # steps while the branch ran, and those with offers
 
-    def offer(self, position, candidates, harvested, confidence: int) -> None:
+    def offer(self, position, candidates, harvested, confidence: int, during_branch: bool) -> None:
         self.all.offer(position, candidates, harvested)
+        if during_branch:
+            self.branch.offer(position, candidates, harvested)
+            self.branch_steps += 1
+            self.branch_offers += bool(candidates)
         if confidence not in self.by_class:
             self.by_class[confidence] = AcceptanceStats(
                 self.all.max_guess, self.all.max_length, self.all.history
@@ -165,14 +175,28 @@ class _RowRecords:
         self.by_class[confidence].offer(position, candidates, harvested)
 
     def resolve(self, sequence: Sequence[int], final: bool) -> None:
-        self.all.resolve(sequence, final)
-        for stats in self.by_class.values():
+        for stats in self._every():
             stats.resolve(sequence, final)
 
     def drop_pending(self) -> None:
-        self.all.drop_pending()
-        for stats in self.by_class.values():
+        for stats in self._every():
             stats.drop_pending()
+
+    def forget_branch(self) -> None:
+        """Drop the branch's records (a retry: its gain is measured afresh)."""
+        self.branch = AcceptanceStats(self.all.max_guess, self.all.max_length, self.all.history)
+        self.branch_steps = self.branch_offers = 0
+
+    def branch_gain(self, guesses: int, length: int) -> float:
+        """Candidate tokens a step gained from the branch's harvests while it ran: the acceptance of
+        its records with all candidates minus that without the ones only the branch harvested, over
+        every step it ran (a step without any candidate gained nothing)."""
+        stats = self.branch
+        gain = stats.expected(guesses, length) - stats.expected(guesses, length, without_harvested=True)
+        return max(0.0, gain) * self.branch_offers / max(1, self.branch_steps)
+
+    def _every(self):
+        return (self.all, self.branch, *self.by_class.values())
 
     def records(self, confidence: int, min_records: int) -> AcceptanceStats:
         """The class's records once there are enough of them, else all records."""
@@ -250,6 +274,7 @@ class Planner:
         self.batch_latency = None  # (rows, S, context) -> seconds for batches; set per call by the decoder
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
+        self._branch_ran = False  # whether the latest plan ran the branch (its harvests are in the pool)
 
     @property
     def stats(self) -> AcceptanceStats:
@@ -266,6 +291,13 @@ class Planner:
         for records in self._rows:
             records.drop_pending()
 
+    def _restart_branch(self) -> None:
+        """The branch's gain is measured afresh: the prior until it has run ``branch_trial`` steps again."""
+        self._branch_steps = self._idle_steps = 0
+        self._branch_ran = False
+        for records in self._rows:
+            records.forget_branch()
+
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Keep only these rows' records, in this order (rows that finished leave the batch)."""
         self._rows = [self._rows[i] for i in rows]
@@ -280,7 +312,7 @@ class Planner:
     ) -> None:
         """Note the pool's candidates at this step of ``row`` (see ``AcceptanceStats.offer``), in the
         overall records and in those of their confidence class (``NGramPool.confidence``)."""
-        self._rows[row].offer(position, candidates, harvested, confidence)
+        self._rows[row].offer(position, candidates, harvested, confidence, during_branch=self._branch_ran)
 
     def resolve(self, sequence: Sequence[int], final: bool = False, row: int = 0) -> None:
         """Score the offers of ``row`` that its committed ``sequence`` now covers."""
@@ -290,10 +322,11 @@ class Planner:
         """Extra accepted tokens per step, summed over the rows, credited to running a lookahead
         branch of ``window`` columns (default: the size in use). Its value is amortised: the n-grams
         it harvests now are verified on later steps, so it is credited even on a step without
-        candidates. Measured, once the branch has run ``branch_trial`` steps, as the records'
+        candidates. Measured, once the branch has run ``branch_trial`` steps, on the offers made while
+        it ran (offers from before, a warm-up or an earlier text, held none of its harvests), as their
         acceptance at full G and N-1 with all candidates minus that without the ones only the branch
-        harvested; the prior before. Other sizes scale by log2(1 + W) (the paper's compression grows
-        about logarithmically in W)."""
+        harvested, spread over all the steps it ran; the prior before. Other sizes scale by
+        log2(1 + W) (the paper's compression grows about logarithmically in W)."""
         return sum(self._row_gains(window))
 
     def _row_gains(self, window: int | None) -> list[float]:
@@ -304,10 +337,8 @@ class Planner:
         scale = math.log2(1 + window)
         gains = []
         for records in self._rows:
-            stats = records.all
-            if self._branch_steps >= self.branch_trial and len(stats) >= self.min_records:
-                g, cut = self.max_guess, self.max_length
-                measured = max(0.0, stats.expected(g, cut) - stats.expected(g, cut, without_harvested=True))
+            if self._branch_steps >= self.branch_trial:
+                measured = records.branch_gain(self.max_guess, self.max_length)
                 gains.append(measured * scale / math.log2(1 + self._current_window))
             else:
                 gains.append(self.branch_prior * scale)
@@ -353,26 +384,26 @@ class Planner:
         plain_seconds = seconds_for(1)
         plain_rate = rows / plain_seconds
         if self.auto_window and self._idle_steps >= self.branch_retry:
-            self._branch_steps = 0  # measured as useless long ago: the prior gets another chance
+            self._restart_branch()  # measured as useless long ago: the prior gets another chance
         counted = [b for b in range(rows) if behind is None or behind[b]] or list(range(rows))
 
         def combine(values: list[float]) -> float:
             return sum(values) if behind is None else rows * min(values)
 
-        def accepted(g: int, cut: int) -> float:
+        def accepted(g: int, cut: int, without_harvested: bool) -> float:
             return combine(
                 [
-                    records[b].expected(min(g, available[b]), cut, without_harvested=True)
+                    records[b].expected(min(g, available[b]), cut, without_harvested)
                     if trusted[b] and g and available[b]
                     else 0.0
                     for b in counted
                 ]
             )
 
-        # (g, l) -> expected accepted tokens, the same whatever the branch does
-        shapes = {
-            (g, cut): accepted(g, cut) for g, cut in self._candidate_shapes(max(available), any(trusted))
-        }
+        allowed = list(self._candidate_shapes(max(available), any(trusted)))
+        # (g, l) -> expected accepted tokens without the branch's harvests: what the candidates give
+        # in the long run whatever the branch does (its harvests are credited as its gain)
+        shapes = {(g, cut): accepted(g, cut, True) for g, cut in allowed}
         most_accepted = max(shapes.values())
         best_by_window: dict[int, StepPlan] = {}
         best_rate = 0.0
@@ -383,11 +414,11 @@ class Planner:
             if window and (rows + most_accepted + gain) / seconds_for(1 + extra) <= best_rate:
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
-            for (g, cut), accepted in shapes.items():
+            for (g, cut), tokens in shapes.items():
                 seconds = seconds_for(1 + g * cut + extra)
-                rate = (rows + accepted + gain) / seconds
+                rate = (rows + tokens + gain) / seconds
                 if rate > top_rate:
-                    top, top_rate = (g, cut, rows + accepted + gain, seconds), rate
+                    top, top_rate = (g, cut, rows + tokens + gain, seconds), rate
             best_by_window[window] = StepPlan(window > 0, top[0], top[1], top[2], top[3], window)
             best_rate = max(best_rate, top_rate)
         best = max(best_by_window.values(), key=lambda plan: plan.rate)
@@ -399,13 +430,38 @@ class Planner:
         can_be_plain = (self.auto_window or self.window == 0) and (self.auto_guess or max(available) == 0)
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain
+        elif best.guesses or best.branch:
+            offered = {(g, cut): accepted(g, cut, False) for g, cut in allowed}
+            best = self._offered_shape(best, offered, seconds_for, rows)
         if best.branch:
             self._current_window = best.window
             self._branch_steps += 1
             self._idle_steps = 0
         else:
             self._idle_steps += 1
+        self._branch_ran = best.branch
         return best
+
+    def _offered_shape(self, chosen: StepPlan, offered: dict, seconds_for, rows: int) -> StepPlan:
+        """With the branch decided (``chosen``'s), the shape (g, l) that verifies the most tokens per
+        second from what the pool offers now (``offered``: (g, l) -> expected accepted tokens), the
+        branch's harvests included. The choice of the branch leaves them out (its gain stands for
+        them); choosing the shape that way would verify none of them where the other candidates
+        fail, and the branch would run for nothing."""
+        extra = chosen.window * self.branch_levels if chosen.branch else 0
+
+        def rate(item) -> float:
+            (g, cut), tokens = item
+            return (rows + tokens) / seconds_for(1 + g * cut + extra)
+
+        (g, cut), tokens = max(offered.items(), key=rate)
+        return replace(
+            chosen,
+            guesses=g,
+            length=cut,
+            predicted_tokens=rows + tokens,
+            predicted_seconds=seconds_for(1 + g * cut + extra),
+        )
 
     def _candidate_shapes(self, available: int, trusted: bool):
         """(g, l) pairs allowed this step."""

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lade import LookaheadDecoder
-from lade.autotune import AcceptanceStats, Planner
+from lade.autotune import AcceptanceStats, Planner, StepPlan
 from lade.calibration import LatencyModel, calibration_key, load_cached, measure, store
 from lade.model import load_model
 
@@ -161,21 +161,61 @@ def test_planner_runs_the_branch_only_where_it_can_pay():
     assert not steep.plan(available=3).branch
 
 
+def _plans(planner: Planner, matches: list[int], harvested: list[bool], steps: int) -> list[StepPlan]:
+    """Plan ``steps`` steps, each offering candidates that match ``matches`` tokens of the text (those
+    flagged ``harvested`` came from the branch)."""
+    plans, length = [], planner.max_length
+    for step in range(steps):
+        truth = [500 + step] * length
+        planner.offer(0, [tuple(truth[:m] + [1] * (length - m)) for m in matches], harvested)
+        plans.append(planner.plan(available=len(matches)))
+        planner.resolve(truth)
+    return plans
+
+
+def _branch_runs(planner: Planner, matches: list[int], harvested: list[bool], steps: int) -> list[bool]:
+    """Whether each of ``_plans``'s steps ran the branch."""
+    return [plan.branch for plan in _plans(planner, matches, harvested, steps)]
+
+
+def _trial_planner(**options) -> Planner:
+    curve = LatencyModel((1, 128), (1.0, 1.3))
+    return Planner(curve, window=7, branch_levels=4, max_guess=3, max_length=4, **options)
+
+
 def test_measured_useless_branch_is_switched_off_then_retried():
-    planner = Planner(
-        LatencyModel((1, 128), (1.0, 1.3)),
-        window=7,
-        branch_levels=4,
-        max_guess=3,
-        max_length=4,
-        branch_trial=4,
-        branch_retry=10,
-    )
-    _trained(planner, [2, 0, 0])  # seeded candidates do all the work: the branch adds nothing
-    runs = [planner.plan(available=3).branch for _ in range(30)]
+    planner = _trained(_trial_planner(branch_trial=4, branch_retry=10), [2, 0, 0])
+    runs = _branch_runs(planner, [2, 0, 0], [False] * 3, 30)  # seeded candidates do all the work
     assert runs[:4] == [True] * 4  # the prior: try it
     assert not any(runs[4:14])  # measured: useless, off
     assert any(runs[14:])  # retried from the prior after branch_retry idle steps
+
+
+def test_branch_whose_harvests_are_accepted_stays_on():
+    planner = _trained(_trial_planner(branch_trial=4), [1, 0, 0])
+    runs = _branch_runs(planner, [1, 4, 0], [False, True, False], 30)  # a harvested one adds 3 tokens
+    assert all(runs)
+    assert planner.branch_gain() > 2
+
+
+def test_branch_steps_verify_the_harvested_candidates():
+    """The branch is chosen for its harvests: a step running it verifies them, even where the other
+    candidates fail (the steady-state choice of the branch leaves them out of its count)."""
+    planner = _trained(_trial_planner(branch_trial=4), [0, 0, 0])
+    plans = _plans(planner, [0, 4, 0], [False, True, False], 12)
+    assert all(plan.branch and plan.guesses >= 2 for plan in plans[1:])
+    planner.offer(0, [(1,) * 4, (9,) * 4, (1,) * 4], [False, True, False])
+    last = planner.plan(available=3)  # predicts the bonus token and what the offered candidates give
+    assert last.predicted_tokens == pytest.approx(1 + planner.stats.expected(last.guesses, last.length))
+
+
+def test_branch_gain_is_measured_on_the_steps_it_ran():
+    """Offers made while the branch was off (a warm-up, an earlier text) do not dilute its gain:
+    its harvests were not in the pool then."""
+    planner = _trained(_trial_planner(branch_trial=4), [2, 0, 0], rounds=60)
+    runs = _branch_runs(planner, [2, 4, 0], [False, True, False], 20)  # its harvests add 2 tokens
+    assert all(runs)
+    assert planner.branch_gain() > 1
 
 
 def test_fixed_settings_are_respected():
