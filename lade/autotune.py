@@ -159,8 +159,7 @@ class _RowRecords:
     def __init__(self, max_guess: int, max_length: int, history: int):
         self.all = AcceptanceStats(max_guess, max_length, history)
         self.by_class: dict[int, AcceptanceStats] = {}
-        self.branch = AcceptanceStats(max_guess, max_length, history)
-        self.branch_steps = self.branch_offers = 0  # steps while the branch ran, and those with offers
+        self.forget_branch()  # self.branch, and the steps it ran (branch_steps), those with offers
 
     def offer(self, position, candidates, harvested, confidence: int, during_branch: bool) -> None:
         self.all.offer(position, candidates, harvested)
