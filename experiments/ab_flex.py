@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 
 import lade
-from lade.bench import greedy_options, parse_config
+from lade.bench_methods import greedy_options
+from lade.bench_setup import parse_config
 from lade.data import humaneval_prompts
 from lade.machine import cpu_description
 

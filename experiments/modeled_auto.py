@@ -26,7 +26,8 @@ import time
 import pandas as pd
 import torch
 
-from lade.bench import build_methods, greedy_options, prompt_lookup_name
+from lade.bench import build_methods, one_prompt
+from lade.bench_methods import decoder_method, first_row, greedy_options, prompt_lookup_name
 from lade.calibration import LatencyModel
 from lade.data import humaneval_prompts, split_of
 from lade.decoding import LookaheadDecoder
@@ -71,12 +72,7 @@ def auto_with_ngram(model, ngram: int, latency: LatencyModel, options: dict):
     """An auto decoder whose N (candidate length N-1, branch levels N-1) is fixed at ``ngram``, as a
     ``lade.bench`` method: ids [1, T] -> (new tokens, steps, overhead share, None)."""
     decoder = LookaheadDecoder(model, window="auto", ngram=ngram, guess="auto", latency=latency)
-
-    def call(ids):
-        result = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
-        return result.sequences[0, ids.shape[1] :].tolist(), result.metrics.steps, float("nan"), None
-
-    return call
+    return one_prompt(decoder_method(decoder, options, first_row))
 
 
 def measure(

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from lade.bench import build_methods, format_table, load_prompts, parse_config, parse_ints, run, summarize
+from lade.bench import build_methods, format_table, run, summarize
+from lade.bench_setup import load_prompts, parse_config, parse_ints
 from lade.calibration import LatencyModel
 from lade.model import load_model
 
@@ -34,9 +35,19 @@ def test_every_method_runs_and_matches_hf_greedy(capsys):
         "lookahead W=0 N=3 G=2",
         "lookahead W=2 N=3 G=2",
     ]
+
+    def wrong_from_the_third_token(ids):  # a control: the 3rd new token replaced
+        new, steps, overhead, _ = methods["plain_loop"](ids)
+        return new[:2] + [(new[2] + 1) % 128] + new[3:], steps, overhead, None
+
+    methods["wrong"] = wrong_from_the_third_token
     rows = summarize(run(methods, prompts, "tiny"))
     by_name = {row["method"]: row for row in rows}
+    wrong = by_name.pop("wrong")
+    assert wrong["identical_to_hf"] == 0 and wrong["worst_margin"] > 0
+    rows = list(by_name.values())
     assert all(row["identical_to_hf"] == 2 and row["new_tokens"] == 40 for row in rows)
+    assert all(row["near_tie"] == 0 and math.isnan(row["worst_margin"]) for row in rows)
     assert by_name["hf_greedy"]["compression"] == 1.0 and by_name["plain_loop"]["compression"] == 1.0
     assert "| auto |" in format_table(rows)
 
