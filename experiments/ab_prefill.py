@@ -15,6 +15,8 @@ import torch
 
 import lade
 from lade.cache import new_cache
+from lade.executor import StepExecutor
+from lade.slots import KeySlots
 
 
 def main() -> None:
@@ -25,12 +27,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     model, _ = lade.load_model("smollm2")
-    decoder = lade.LookaheadDecoder(model, window=1, ngram=2, guess=0)
+    executor = StepExecutor(model)
     generator = torch.Generator().manual_seed(0)
     ways = {
-        "model's causal masking": lambda ids: decoder._prefill(ids, new_cache()),
-        "explicit [T, T] mask": lambda ids: decoder._forward(
-            ids, decoder._layout_chain(len(ids)), 0, new_cache()
+        "model's causal masking": lambda ids: executor.prefill(ids[None], KeySlots(len(ids)), new_cache()),
+        "explicit [T, T] mask": lambda ids: executor.step(
+            ids[None], executor.chain(len(ids)), KeySlots(0), new_cache(), None
         ),
         "HF forward": lambda ids: model(ids[None], use_cache=True),
     }

@@ -24,16 +24,21 @@ verifies is chosen from all it is offered, the branch's harvests included. Until
 run long enough to measure it, a prior is used (``branch_prior``), so the branch is only tried
 where the prior could pay for its tokens on this hardware; its size W is chosen among the allowed
 sizes the same way.
+
+Owns the plan (``StepPlan``) and the branch's trial state; the records are ``lade.acceptance``'s, the
+latency curves ``lade.calibration``'s. The planner never sees the model, the pool or the cache: the
+loop hands it what the pool offers and what was committed. One planner serves one call (its rows),
+unless the decoder is told to learn across calls.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lade.acceptance import AcceptanceStats, RowRecords
 from lade.calibration import LatencyModel
 
 AUTO = "auto"
@@ -57,150 +62,6 @@ class StepPlan:
     @property
     def rate(self) -> float:
         return self.predicted_tokens / self.predicted_seconds
-
-
-class AcceptanceStats:
-    """Counterfactual acceptance of the pool's candidates over the last ``history`` steps that had any.
-
-    ``offer`` notes the candidates at a step (all of them, verified or not) with which ones the
-    lookahead branch harvested; ``resolve`` scores the pending offers whose span the committed
-    sequence now covers. ``expected(g, l)`` is then the mean over the scored offers of
-    ``min(l, max_{i<g} match_i)``, the tokens verifying the first g candidates cut to l tokens
-    would have accepted (exact for greedy decoding, an estimate under sampling).
-    """
-
-    def __init__(self, max_guess: int, max_length: int, history: int = 64):
-        if min(max_guess, max_length, history) < 1:
-            raise ValueError("max_guess, max_length and history must be >= 1")
-        self.max_guess = max_guess
-        self.max_length = max_length
-        self.history = history
-        self._pending: deque[tuple[int, list[tuple[int, ...]], list[bool]]] = deque()
-        self._records: deque[tuple[list[list[int]], list[list[int]]]] = deque()
-        # running sums over the records of min(l, best of the first g), with and without harvested ones
-        self._sum_all = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
-        self._sum_seed = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
-
-    def __len__(self) -> int:
-        """Scored offers in the history."""
-        return len(self._records)
-
-    def drop_pending(self) -> None:
-        """Forget the offers not yet scored (their sequence ended)."""
-        self._pending.clear()
-
-    def offer(self, position: int, candidates: Sequence[Sequence[int]], harvested: Sequence[bool]) -> None:
-        """Candidates offered for the tokens at ``position``, ``position + 1``, ... of the sequence."""
-        if candidates:
-            kept = [tuple(c[: self.max_length]) for c in candidates[: self.max_guess]]
-            self._pending.append((position, kept, list(harvested[: self.max_guess])))
-
-    def resolve(self, sequence: Sequence[int], final: bool = False) -> None:
-        """Score the offers the committed ``sequence`` now covers (all of them when ``final``:
-        the tokens past the end count as mismatches, as the verifier would have had them)."""
-        while self._pending:
-            position, candidates, harvested = self._pending[0]
-            span = max(len(c) for c in candidates)
-            if not final and len(sequence) < position + span:
-                return
-            self._pending.popleft()
-            actual = sequence[position : position + span]
-            matches = [_common_prefix(c, actual) for c in candidates]
-            self._add(matches, harvested)
-
-    def expected(self, guesses: int, length: int, without_harvested: bool = False) -> float:
-        """Mean accepted candidate tokens for the first ``guesses`` candidates cut to ``length``."""
-        if not self._records or guesses == 0:
-            return 0.0
-        table = self._sum_seed if without_harvested else self._sum_all
-        g, cut = min(guesses, self.max_guess), min(length, self.max_length)
-        return table[g][cut] / len(self._records)
-
-    def _add(self, matches: list[int], harvested: list[bool]) -> None:
-        record = (
-            self._contribution(matches),
-            self._contribution([m for m, h in zip(matches, harvested, strict=True) if not h]),
-        )
-        self._apply(record, +1)
-        self._records.append(record)
-        if len(self._records) > self.history:
-            self._apply(self._records.popleft(), -1)
-
-    def _contribution(self, matches: list[int]) -> list[list[int]]:
-        """[g][l] -> min(l, best match among the first g)."""
-        rows, best = [[0] * (self.max_length + 1)], 0
-        for g in range(1, self.max_guess + 1):
-            if g <= len(matches):
-                best = max(best, matches[g - 1])
-            rows.append([min(cut, best) for cut in range(self.max_length + 1)])
-        return rows
-
-    def _apply(self, record, sign: int) -> None:
-        for table, rows in zip((self._sum_all, self._sum_seed), record, strict=True):
-            for g in range(1, self.max_guess + 1):
-                row, add = table[g], rows[g]
-                for cut in range(1, self.max_length + 1):
-                    row[cut] += sign * add[cut]
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-class _RowRecords:
-    """One row's acceptance records: all offers, the offers of each confidence class, and the offers
-    made while the lookahead branch was running (the records its gain is measured on)."""
-
-    def __init__(self, max_guess: int, max_length: int, history: int):
-        self.all = AcceptanceStats(max_guess, max_length, history)
-        self.by_class: dict[int, AcceptanceStats] = {}
-        self.forget_branch()  # self.branch, and the steps it ran (branch_steps), those with offers
-
-    def offer(self, position, candidates, harvested, confidence: int, during_branch: bool) -> None:
-        self.all.offer(position, candidates, harvested)
-        if during_branch:
-            self.branch.offer(position, candidates, harvested)
-            self.branch_steps += 1
-            self.branch_offers += bool(candidates)
-        if confidence not in self.by_class:
-            self.by_class[confidence] = AcceptanceStats(
-                self.all.max_guess, self.all.max_length, self.all.history
-            )
-        self.by_class[confidence].offer(position, candidates, harvested)
-
-    def resolve(self, sequence: Sequence[int], final: bool) -> None:
-        for stats in self._every():
-            stats.resolve(sequence, final)
-
-    def drop_pending(self) -> None:
-        for stats in self._every():
-            stats.drop_pending()
-
-    def forget_branch(self) -> None:
-        """Drop the branch's records (a retry: its gain is measured afresh)."""
-        self.branch = AcceptanceStats(self.all.max_guess, self.all.max_length, self.all.history)
-        self.branch_steps = self.branch_offers = 0
-
-    def branch_gain(self, guesses: int, length: int) -> float:
-        """Candidate tokens a step gained from the branch's harvests while it ran: the acceptance of
-        its records with all candidates minus that without the ones only the branch harvested, over
-        every step it ran (a step without any candidate gained nothing)."""
-        stats = self.branch
-        gain = stats.expected(guesses, length) - stats.expected(guesses, length, without_harvested=True)
-        return max(0.0, gain) * self.branch_offers / max(1, self.branch_steps)
-
-    def _every(self):
-        return (self.all, self.branch, *self.by_class.values())
-
-    def records(self, confidence: int, min_records: int) -> AcceptanceStats:
-        """The class's records once there are enough of them, else all records."""
-        stats = self.by_class.get(confidence)
-        return stats if stats is not None and len(stats) >= min_records else self.all
 
 
 class Planner:
@@ -269,7 +130,7 @@ class Planner:
         self.branch_retry = branch_retry
         self.margin = margin
         self.history = history
-        self._rows = [_RowRecords(max(max_guess, 1), max(max_length, 1), history)]
+        self._rows = [RowRecords(max(max_guess, 1), max(max_length, 1), history)]
         self.batch_latency = None  # (rows, S, context) -> seconds for batches; set per call by the decoder
         self._branch_steps = 0  # steps the branch has run since it was last (re)started
         self._idle_steps = 0  # steps since the branch last ran
@@ -399,7 +260,10 @@ class Planner:
                 ]
             )
 
-        allowed = list(self._candidate_shapes(max(available), any(trusted)))
+        top = min(max(available), self.max_guess)
+        allowed = list(
+            candidate_shapes(top, self.max_length, self.auto_guess, self.auto_length, any(trusted))
+        )
         # (g, l) -> expected accepted tokens without the branch's harvests: what the candidates give
         # in the long run whatever the branch does (its harvests are credited as its gain)
         shapes = {(g, cut): accepted(g, cut, True) for g, cut in allowed}
@@ -431,7 +295,7 @@ class Planner:
             best = plain
         elif best.guesses or best.branch:
             offered = {(g, cut): accepted(g, cut, False) for g, cut in allowed}
-            best = self._offered_shape(best, offered, seconds_for, rows)
+            best = offered_shape(best, offered, seconds_for, rows, self.branch_levels)
         if best.branch:
             self._current_window = best.window
             self._branch_steps += 1
@@ -441,35 +305,38 @@ class Planner:
         self._branch_ran = best.branch
         return best
 
-    def _offered_shape(self, chosen: StepPlan, offered: dict, seconds_for, rows: int) -> StepPlan:
-        """With the branch decided (``chosen``'s), the shape (g, l) that verifies the most tokens per
-        second from what the pool offers now (``offered``: (g, l) -> expected accepted tokens), the
-        branch's harvests included. The choice of the branch leaves them out (its gain stands for
-        them); choosing the shape that way would verify none of them where the other candidates
-        fail, and the branch would run for nothing."""
-        extra = chosen.window * self.branch_levels if chosen.branch else 0
 
-        def rate(item) -> float:
-            (g, cut), tokens = item
-            return (rows + tokens) / seconds_for(1 + g * cut + extra)
+def offered_shape(chosen: StepPlan, offered: dict, seconds_for, rows: int, branch_levels: int) -> StepPlan:
+    """With the branch decided (``chosen``'s), the shape (g, l) that verifies the most tokens per
+    second from what the pool offers now (``offered``: (g, l) -> expected accepted tokens), the
+    branch's harvests included. The choice of the branch leaves them out (its gain stands for
+    them); choosing the shape that way would verify none of them where the other candidates
+    fail, and the branch would run for nothing. ``seconds_for(S)``: a step of S tokens per row."""
+    extra = chosen.window * branch_levels if chosen.branch else 0
 
-        (g, cut), tokens = max(offered.items(), key=rate)
-        return replace(
-            chosen,
-            guesses=g,
-            length=cut,
-            predicted_tokens=rows + tokens,
-            predicted_seconds=seconds_for(1 + g * cut + extra),
-        )
+    def rate(item) -> float:
+        (g, cut), tokens = item
+        return (rows + tokens) / seconds_for(1 + g * cut + extra)
 
-    def _candidate_shapes(self, available: int, trusted: bool):
-        """(g, l) pairs allowed this step."""
-        top = min(available, self.max_guess)
-        guesses = range(0, top + 1) if self.auto_guess else (top,)
-        lengths = range(1, self.max_length + 1) if self.auto_length else (self.max_length,)
-        for g in guesses:
-            if g == 0:
-                yield 0, self.max_length
-            elif trusted or not self.auto_guess:
-                for cut in lengths:
-                    yield g, cut
+    (g, cut), tokens = max(offered.items(), key=rate)
+    return replace(
+        chosen,
+        guesses=g,
+        length=cut,
+        predicted_tokens=rows + tokens,
+        predicted_seconds=seconds_for(1 + g * cut + extra),
+    )
+
+
+def candidate_shapes(top: int, max_length: int, auto_guess: bool, auto_length: bool, trusted: bool):
+    """The (g, l) pairs a step may verify: g up to ``top`` candidates (only ``top`` unless G is auto;
+    none but g = 0 while the records are not ``trusted`` and G is auto), l up to ``max_length`` tokens
+    (only ``max_length`` unless N is auto)."""
+    guesses = range(0, top + 1) if auto_guess else (top,)
+    lengths = range(1, max_length + 1) if auto_length else (max_length,)
+    for g in guesses:
+        if g == 0:
+            yield 0, max_length
+        elif trusted or not auto_guess:
+            for cut in lengths:
+                yield g, cut

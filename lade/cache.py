@@ -145,3 +145,26 @@ def commit_rows(cache: DynamicCache, prefix_len: int, step_len: int, keep: torch
                 states[:, :, prefix_len : prefix_len + width] = block.gather(2, index)
         if step_len > width:
             layer.crop(-(step_len - width))
+
+
+def select_rows(cache: DynamicCache, rows: torch.Tensor) -> None:
+    """Keep only the batch rows ``rows`` (LongTensor [B']) of every layer."""
+    for layer in cache.layers:
+        layer.batch_select_indices(rows)
+
+
+def take_slots(cache: DynamicCache, index: torch.Tensor) -> None:
+    """Keep, in every row b, the slots ``index[b]`` (LongTensor [B, M], any order), in that order as the
+    row's first M slots; the cache then holds M slots per row (one gather per layer)."""
+    rows, width = index.shape
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            continue
+        length = layer.keys.shape[-2]
+        for states in (layer.keys, layer.values):
+            by_slot = index.to(states.device)[:, None, :, None]
+            states[:, :, :width] = states.gather(
+                2, by_slot.expand(rows, states.shape[1], width, states.shape[3])
+            )
+        if length > width:
+            layer.crop(-(length - width))

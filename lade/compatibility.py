@@ -25,7 +25,7 @@ import torch
 
 from lade.attention import MaskPlan
 from lade.cache import commit, new_cache
-from lade.layout import StepLayout, chain_layout, step_layout
+from lade.slots import KeySlots
 
 MASKABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
 # Largest logit difference the self-check allows, relative to the logits' scale: rounding of a
@@ -62,7 +62,7 @@ def check_static(model) -> None:
         raise ValueError(f"{name}.forward takes no KV cache, which lookahead decoding extends and cuts back")
 
 
-def self_check(decoder) -> None:
+def self_check(executor) -> None:
     """Decode a few tokens the lookahead way and compare with one plain forward; ``ValueError`` when
     they disagree.
 
@@ -73,21 +73,22 @@ def self_check(decoder) -> None:
     fed alone. A model that attends to later tokens (not causal), ignores the tree mask or the positions,
     or keeps a cache of its own, fails it.
     """
-    model = decoder.model
+    model = executor.model
     generator = torch.Generator().manual_seed(0)
-    device = model.get_input_embeddings().weight.device
-    prompt = torch.randint(decoder.vocab_size, (4,), generator=generator).to(device)
-    r, a, b, c = torch.randint(decoder.vocab_size, (4,), generator=generator).tolist()
-    tree = decoder._to_device(step_layout(0, 1, 2, 2))  # rows: p3, then [r, a] and [r, b]
+    device = executor.device
+    prompt = torch.randint(executor.vocab_size, (4,), generator=generator).to(device)
+    r, a, b, c = torch.randint(executor.vocab_size, (4,), generator=generator).tolist()
+    tree = executor.layout(0, 1, 2, 2)  # rows: p3, then [r, a] and [r, b]
     try:
-        sequence = torch.cat([prompt, _ids(device, r, b, c)])
+        sequence = torch.cat([prompt, _ids(device, r, b, c)[0]])
         rows = torch.arange(4, 7, device=device)
-        expected = decoder._forward(sequence, _chain(decoder, 7), 0, new_cache(), rows).float()
+        expected = executor.step(sequence[None], executor.chain(7), KeySlots(0), new_cache(), rows)[0].float()
         cache = new_cache()
-        decoder._prefill(prompt[:3], cache)
-        step = decoder._forward(_ids(device, prompt[3], r, a, r, b), tree, 3, cache, _rows(device, 5))
+        executor.prefill(prompt[None, :3], KeySlots(3), cache)
+        tree_step = _ids(device, prompt[3], r, a, r, b)
+        step = executor.step(tree_step, tree, KeySlots(3), cache, _rows(device, 5))[0]
         commit(cache, 3, tree.size, [0, 3, 4])
-        after = decoder._forward(_ids(device, c), _chain(decoder, 1), 6, cache, _rows(device, 1))
+        after = executor.step(_ids(device, c), executor.chain(1), KeySlots(6), cache, _rows(device, 1))[0]
     except Exception as error:  # any failure of the model on a lookahead step
         raise ValueError(
             f"{type(model).__name__} failed on a lookahead step (a 4D tree mask, explicit "
@@ -107,12 +108,9 @@ def self_check(decoder) -> None:
 
 
 def _ids(device, *tokens) -> torch.Tensor:
-    return torch.tensor([int(t) for t in tokens], dtype=torch.long, device=device)
+    """LongTensor [1, len(tokens)]: one row of a step."""
+    return torch.tensor([[int(t) for t in tokens]], dtype=torch.long, device=device)
 
 
 def _rows(device, count: int) -> torch.Tensor:
     return torch.arange(count, device=device)
-
-
-def _chain(decoder, length: int) -> StepLayout:
-    return decoder._to_device(chain_layout(length))

@@ -315,3 +315,22 @@ def check_attention_mask(model, input_ids: torch.Tensor, attention_mask) -> torc
             "in the window, which lookahead decoding cannot reproduce: pass left padding only"
         )
     return valid
+
+
+def check_against_model(settings: CallSettings, vocab_size: int, context_length: int | None) -> None:
+    """``ValueError`` when the call's EOS or pad ids lie outside the vocabulary, or its longest prompt
+    plus ``max_new_tokens`` exceeds the model's context length."""
+    for token in sorted(settings.stop.eos):
+        if not 0 <= token < vocab_size:
+            raise ValueError(f"eos_token_id {token!r} is outside the vocabulary [0, {vocab_size})")
+    if context_length is not None:
+        longest = int(settings.valid.sum(dim=1).max())
+        if longest + settings.max_new_tokens > context_length:
+            raise ValueError(
+                f"prompt length {longest} + max_new_tokens {settings.max_new_tokens} exceeds the "
+                f"model's context length {context_length}"
+            )
+    if not 0 <= settings.pad < vocab_size:
+        raise ValueError(
+            f"pad_token_id must be an id in the vocabulary [0, {vocab_size}), got {settings.pad}"
+        )

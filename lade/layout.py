@@ -139,7 +139,7 @@ def batch_visibility(
     positions: torch.Tensor,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """``visibility`` for a batch whose cache rows have holes (``lade.batch``).
+    """``visibility`` for a batch whose cache rows have holes (``lade.slots``).
 
     Args:
         tree_mask: BoolTensor [S, S] from a ``StepLayout`` (the same tree in every row).

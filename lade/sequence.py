@@ -1,8 +1,9 @@
 """One sequence's state between decoding steps, and what a step's verification does to it.
 
-Shared by the single-sequence loop (``lade.decoding``) and the batched one (``lade.batch``), so
-both advance the window, fill the pool, stop where ``generate`` would, record scores and count the
-same way.
+Owns a row's committed tokens, its view as ``generate`` holds it, its recordings and counters; the
+decoding loop (``lade.loop``) calls ``settle`` for every row of every step, so each row advances its
+window, fills its pool, stops where ``generate`` would, records scores and counts the same way. It
+never runs the model or touches the cache.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def test_a_model_that_ignores_the_tree_mask_is_caught_by_the_self_check(tiny_mod
     """Negative control of the self-check: a decoder whose masks hide nothing is refused on its first
     call, not decoded wrongly."""
     decoder = LookaheadDecoder(tiny_models("llama", "sdpa"), 3, 3, 3)
-    decoder._mask = lambda layout, prefix_len, positions, window, reuse: torch.zeros(
+    decoder.executor._one_row_mask = lambda layout, prefix_len, positions, window, buffers: torch.zeros(
         1, 1, layout.size, prefix_len + layout.size
     )
     with pytest.raises(ValueError, match="does not decode causally"):

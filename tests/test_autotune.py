@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from lade import LookaheadDecoder
-from lade.autotune import AcceptanceStats, Planner, StepPlan
+from lade.acceptance import AcceptanceStats
+from lade.autotune import Planner, StepPlan
 from lade.calibration import LatencyModel, calibration_key, load_cached, measure, store
 from lade.model import load_model
 
@@ -255,13 +256,17 @@ def test_auto_decoding_mixes_plain_and_lookahead_steps():
     assert m.branch_steps > 0  # cheap tokens: the branch runs
 
 
-def test_auto_is_the_default_and_calibrates_lazily(tmp_path):
+def test_auto_is_the_default_and_calibrates_lazily(tmp_path, caplog):
     model, _ = load_model("tiny-random-qwen2")
     decoder = LookaheadDecoder(model, calibration_dir=tmp_path)
     assert decoder.is_auto and decoder.latency is None
     ids = torch.randint(1, 128, (1, 8))
     out = decoder.generate(ids, max_new_tokens=12)
     assert decoder.latency is not None and list(tmp_path.glob("*.json"))
+    announced = [r.getMessage() for r in caplog.records if "measuring forward latency" in r.getMessage()]
+    assert len(announced) == 1 and str(tmp_path) in announced[0] and "latency=" in announced[0]
+    decoder.generate(ids, max_new_tokens=4)  # measured once: later calls say nothing
+    assert len([r for r in caplog.records if "measuring forward latency" in r.getMessage()]) == 1
     assert out.sequences[0, 8:].tolist() == greedy(model, ids, 12)
 
 
@@ -350,7 +355,7 @@ def test_auto_verifies_long_copies_from_the_text():
     from pools import BucketedNGramPool
 
     model, _ = load_model("tiny-random-llama")
-    assert LookaheadDecoder(model, latency=FLAT).candidate_length == AUTO_SPAN > AUTO_NGRAM - 1
+    assert LookaheadDecoder(model, latency=FLAT).options.candidate_length == AUTO_SPAN > AUTO_NGRAM - 1
     pool = BucketedNGramPool(
         AUTO_NGRAM,
         AUTO_GUESS,

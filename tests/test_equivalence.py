@@ -76,7 +76,7 @@ def test_sliding_window_is_applied(tiny_models):
     ids = prompt("random", 7, length=40)
     reference = hf_greedy(model, ids, 20)
     decoder = LookaheadDecoder(model, window=3, ngram=3, guess=3)
-    decoder.mask_plan = MaskPlan({"full_attention": None}, by_layer_type=False)
+    decoder.executor.mask_plan = MaskPlan({"full_attention": None}, by_layer_type=False)
     assert not torch.equal(decoder.generate(ids, max_new_tokens=20, eos_token_id=[]).sequences, reference)
 
 

@@ -68,7 +68,7 @@ def test_flex_attention_decodes_greedys_tokens(sliding):
         ids = prompt("repetitive", seed, length=14)
         reference = reference_model.generate(ids, max_new_tokens=30, do_sample=False)
         decoder = LookaheadDecoder(flex_model, *config, latency=FLAT)
-        assert decoder.flex
+        assert decoder.executor.flex
         result = decoder.generate(ids, 30)
         assert torch.equal(result.sequences, reference), config
         multi += sum(n > 1 for n in result.metrics.tokens_per_step)

@@ -155,7 +155,10 @@ def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng):
     capacity = 5 if guess == "auto" else guess
     pool = BucketedNGramPool(ngram, capacity=capacity, seed_prompt=True, seed_output=True, persistent=True)
     flat = LatencyModel((1, 128), (1.0, 1.01))
-    decoder = LookaheadDecoder(small_model, window, ngram, guess, pool=pool, latency=flat)
+    # many short calls: an auto planner needs the records of earlier calls to trust candidates
+    decoder = LookaheadDecoder(
+        small_model, window, ngram, guess, pool=pool, latency=flat, learn_across_calls=True
+    )
     generator = torch.Generator().manual_seed(99)
     counts, multi = {}, 0
     for _ in range(1500):

@@ -1,0 +1,168 @@
+"""A decoder's latency curves: measured through its own step path, cached on disk, announced.
+
+Owns the curves auto plans with (``lade.calibration.LatencyModel``: seconds per forward vs tokens per
+step, one row and per batch size), when they are measured, where they are cached and the log line
+that says so. It runs the model only through ``lade.executor.StepExecutor``; it never decodes.
+
+A curve given by the caller (``latency=``) skips every measurement; batches then approximate B rows
+of S tokens by one row of B*S. Without one, the first auto call measures the one-row curve (and a
+batch call the curves of its batch sizes) once per model, dtype, device and thread count, and logs
+what it measures and where the result is cached; ``calibrate()`` does it up front.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from lade.cache import new_cache
+from lade.calibration import (
+    DEFAULT_SIZES,
+    BatchLatency,
+    LatencyModel,
+    batch_sizes_to_measure,
+    calibration_key,
+    default_calibration_dir,
+    load_cached,
+    measure,
+    sizes_worth_measuring,
+    store,
+)
+from lade.executor import MaskBuffers, StepExecutor
+from lade.slots import KeySlots
+
+log = logging.getLogger(__name__)
+
+
+class Calibrator:
+    """The latency curves of one decoder.
+
+    Args:
+        executor: the decoder's step executor (the model and its forward path).
+        largest_step: the most tokens one step of the decoder feeds (1 + W(N-1) + G * candidate length).
+        max_accepted: the most tokens one step can commit (1 + candidate length).
+        latency: a one-row curve given by the caller (no measurement), or None.
+        directory: where measured curves are cached (default ``~/.cache/lade/calibration``).
+        seed: seeds the random text the measurement feeds.
+    """
+
+    def __init__(
+        self,
+        executor: StepExecutor,
+        largest_step: int,
+        max_accepted: int,
+        latency: LatencyModel | None = None,
+        directory: str | Path | None = None,
+        seed: int = 0,
+    ):
+        self.executor = executor
+        self.largest_step = largest_step
+        self.max_accepted = max_accepted
+        self.latency = latency
+        self.measures_batches = latency is None  # a given curve is used as is, batches included
+        self.batch_curves: dict[int, LatencyModel] = {}
+        self.directory = directory
+        self.seed = seed
+
+    def calibrate(
+        self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False, rows: int = 1
+    ) -> LatencyModel:
+        """Measure (or load from the cache) the curve of ``rows`` rows (``LookaheadDecoder.calibrate``)."""
+        directory = default_calibration_dir() if self.directory is None else self.directory
+        key = calibration_key(self.executor.model) + (f"-rows{rows}" if rows > 1 else "")
+        path = Path(directory) / f"{key}.json"
+        cached = None if refresh else load_cached(path)
+        if cached is None:
+            log.warning(
+                "lookahead auto: measuring forward latency vs tokens per step%s, once for this model and "
+                "machine (cached in %s; pass latency= to skip)",
+                f" for batches of {rows}" if rows > 1 else "",
+                path,
+            )
+            cached = self._measure(sizes, repeats, rows=rows)
+            store(path, cached, key)
+        if rows == 1:
+            self.latency = cached
+        else:
+            self.batch_curves[rows] = cached
+        return cached
+
+    def one_row(self) -> LatencyModel:
+        """The one-row curve, measured (or loaded) first if there is none."""
+        if self.latency is None:
+            self.calibrate()
+        return self.latency
+
+    def batch_latency(self, rows: int) -> BatchLatency | None:
+        """The latency of batched steps for batches of up to ``rows`` rows
+        (``LookaheadDecoder.batch_latency``)."""
+        if rows < 2:
+            return None
+        if self.measures_batches:
+            self.one_row()
+            for size in batch_sizes_to_measure(rows):
+                if size not in self.batch_curves:
+                    self.calibrate(rows=size, repeats=3)
+        if not self.batch_curves:
+            return None
+        return BatchLatency({1: self.latency, **self.batch_curves})
+
+    def _measure(self, sizes, repeats: int, contexts=(256, 1280), rows: int = 1) -> LatencyModel:
+        """Time steps of S tokens (logits at every row: an upper bound for the LM head) after each
+        of ``contexts`` cached random tokens (as far as the context length allows), through the same
+        forward path as decoding (``rows`` > 1: a batch of that many rows, each S tokens after its own
+        context); the curves form one context-dependent ``LatencyModel``."""
+        executor = self.executor
+        largest_step = self.largest_step
+        if rows > 1:  # a batch's steps stay small: do not time thousands of tokens per forward
+            largest_step = min(largest_step, max(4, 128 // rows))
+        room = executor.context_length if executor.context_length is not None else 1 << 30
+        above = [s for s in sizes if s >= largest_step]
+        wanted = sorted({s for s in sizes if s < largest_step} | set(above[:1]) | {1})
+        wanted = [s for s in wanted if s < room]
+        lengths = sorted({max(1, min(c, room - wanted[-1])) for c in contexts})
+        generator = torch.Generator().manual_seed(self.seed)
+        vocab = executor.vocab_size
+        text = torch.randint(vocab, (lengths[-1] + wanted[-1],), generator=generator).to(executor.device)
+        curves = []
+        with torch.inference_mode():
+            for context in lengths:
+                cache = new_cache()
+                executor.prefill(text[None, :context], KeySlots(context), cache)
+                if rows > 1:  # one row's prefill, repeated: the same text in every row, the same cost
+                    cache.batch_repeat_interleave(rows)
+                run_step = self._timed_step(text, context, cache, rows, wanted)
+                if context == lengths[0]:  # a step committing at most N tokens per row cannot pay beyond
+                    wanted = sizes_worth_measuring(run_step, wanted, self.max_accepted)
+                curves.append(measure(run_step, wanted, repeats, context))
+        latency = None
+        for curve in reversed(curves):  # the shortest context outermost, each holding the next longer
+            latency = replace(curve, longer=latency)
+        return latency
+
+    def _timed_step(self, text, context: int, cache, rows: int, sizes) -> Callable[[int], None]:
+        """A step of S tokens of ``text`` after ``context`` cached ones, through the forward path a
+        decode of ``rows`` rows takes, its tokens then dropped from the cache."""
+        executor, device = self.executor, text.device
+        read = {s: torch.arange(s, device=device) for s in sizes}
+        chains = {s: executor.chain(s) for s in sizes}
+        buffers = MaskBuffers()  # as a call reuses them
+        if rows == 1:
+            slots = KeySlots(context)
+        else:
+            valid = torch.ones(rows, context, dtype=torch.bool, device=device)
+            positions = torch.arange(context, device=device)[None].expand(rows, -1)
+            slots = KeySlots(context, valid, positions, torch.full((rows,), context, device=device))
+
+        def run_step(size: int) -> None:
+            tokens = text[context : context + size][None].expand(rows, -1)
+            executor.step(tokens, chains[size], slots, cache, read[size], buffers)
+            cache.crop(-size)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        return run_step

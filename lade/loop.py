@@ -1,0 +1,173 @@
+"""The lookahead decoding loop, for one prompt or a batch. The loop is not a strategy: proposers,
+pools and verifiers plug in.
+
+One step = one forward pass of the unmodified model over ``[last token | lookahead branch |
+verification branch]`` (``lade.layout``) for every row still decoding, with explicit positions and a
+4D mask against a cache holding the committed prefixes (``lade.executor``). The verifier commits at
+least one token per row; each row's proposer advances its window and harvests n-grams into its
+pool; the cache keeps the accepted tokens' keys/values (``lade.slots``). A batch shares one step
+layout per forward pass: the lookahead branch and the candidate count and length are the same for
+every row, and a row with fewer candidates than the step verifies is filled up with filler
+candidates whose logits are never read (so they cannot change what the row commits). Rows that
+finish (EOS or ``max_new_tokens``) leave the batch; a batch of one is one prompt, on the one-row
+fast paths (no hole masks, reused mask buffers, an in-place commit).
+
+The loop owns the order of a step's stages and their timing; the model is the executor's, the
+tokens and strategies the session's rows', the plan the session's planner's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from lade.autotune import StepPlan
+from lade.cache import new_cache
+from lade.executor import StepExecutor
+from lade.sequence import SequenceState
+from lade.session import DecodingSession
+from lade.slots import KeySlots
+from lade.timer import StageTimer
+from lade.types import Candidates, pad_candidate
+
+
+def decode(session: DecodingSession, executor: StepExecutor) -> None:
+    """Decode every row of ``session`` to its end (its tokens, records and metrics in its rows).
+
+    ``session.settings``: ``input_ids`` [B, T] left-padded on the model's input device, ``valid``
+    [B, T] (False at padding; every row ends with a real token), ``max_new_tokens`` >= 1, the stopping
+    rule, the processors, what to record and a streamer (one row only)."""
+    settings, options, metrics = session.settings, session.options, session.metrics
+    planner, verifier = session.planner, session.verifier
+    ids, valid = settings.input_ids, settings.valid
+    if ids.shape[0] == 1:  # one prompt: its padding is not fed at all
+        ids = ids[:, valid[0]]
+        valid = valid[:, valid[0]]
+    device = ids.device
+    stop, streamer = settings.stop, settings.streamer
+    record = settings.record_scores or settings.record_logits
+
+    prefill_start = time.perf_counter()
+    cache = new_cache()
+    slots = KeySlots.of_prompts(valid)
+    if ids.shape[1] > 1:  # the last prompt token of every row is fed by the first step
+        executor.prefill(ids[:, :-1], slots, cache)
+    metrics.prefill_s = time.perf_counter() - prefill_start
+
+    key_length = getattr(session.rows[0].pool, "key_length", 1)
+    active = list(session.rows)
+    timer = StageTimer(metrics.time_s, device)
+    while active:
+        step_started = timer.now()
+        contexts = [row.committed[-key_length:] for row in active]
+        offered = [row.pool.candidates(c, options.guess) for row, c in zip(active, contexts, strict=True)]
+        plan = _plan(session, active, contexts, offered, slots.length + 1)
+        guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
+        count, length = max(guesses), plan.length
+        candidates = torch.tensor(
+            [
+                [pad_candidate(c, length) for c in continuations[:g]]
+                + [[row.committed[-1]] * length] * (count - g)
+                for row, continuations, g in zip(active, offered, guesses, strict=True)
+            ],
+            dtype=torch.long,
+            device=device,
+        ).view(len(active), count, length)  # [B', G', l]; filler candidates repeat the last token
+        timer.lap("pool")
+
+        levels = _levels(session, active, plan, device)  # [B', L, W]
+        layout = executor.layout(levels.shape[1], levels.shape[2], count, length)
+        roots = torch.tensor([[row.committed[-1]] for row in active], dtype=torch.long, device=device)
+        tokens = torch.cat([roots, levels.flatten(1), candidates.flatten(1)], dim=1)  # [B', S]
+        read = active[0].proposer.levels_read(layout.num_levels) if options.lean_logits else layout.num_levels
+        read_rows = executor.rows_read(layout, read)
+        timer.lap("propose")
+
+        logits = executor.step(tokens, layout, slots, cache, read_rows, session.buffers, timer)  # [B', R, V]
+        metrics.forward_passes += 1
+        timer.lap("forward")
+
+        verified = 1 + count * length  # rows come root, candidates, levels
+        verifications = [
+            verifier.verify(logits[i, : 1 + g * length], Candidates(candidates[i, :g]), row.scoring())
+            for i, (row, g) in enumerate(zip(active, guesses, strict=True))
+        ]
+        timer.lap("verify")
+
+        keep = []
+        for i, (row, verification) in enumerate(zip(active, verifications, strict=True)):
+            new, rows_kept = row.settle(
+                verification,
+                plan.branch,
+                logits[i, verified:].view(read, layout.window, -1) if read else None,
+                contexts[i],
+                offered[i],
+                layout,
+                stop,
+                logits[i, : 1 + guesses[i] * length] if record else None,
+            )
+            keep.append([0] if row.finished else rows_kept)  # a finished row leaves: keep anything
+            if planner is not None:
+                planner.resolve(row.committed, row=i)
+        if streamer is not None:  # one row
+            streamer.put(torch.tensor([new])) if hasattr(streamer, "put") else streamer(new)
+        timer.lap("update")
+
+        still = [i for i, row in enumerate(active) if not row.finished]
+        if still:
+            slots.commit(cache, layout.size, keep)
+            if len(still) < len(active):  # finished rows leave the batch
+                slots.keep_rows(cache, still)
+                if planner is not None:
+                    planner.keep_rows(still)
+            slots.compact_if_worthwhile(cache)
+        timer.lap("commit")
+        step_time = timer.now() - step_started
+        metrics.step_times_s.append(step_time)
+        for row in active:
+            if row.metrics is not metrics:
+                row.metrics.step_times_s.append(step_time)
+        active = [active[i] for i in still]
+
+
+def _plan(session: DecodingSession, active, contexts, offered, context: int) -> StepPlan:
+    """The step's plan: the planner's (per-row records, one plan, paced by the rows with the most
+    tokens left: the batch ends when they do) when any of W, N, G is auto, else everything offered,
+    up to the most any row offers. ``context``: tokens in the cache once the step's root is fed."""
+    planner, options = session.planner, session.options
+    if planner is None:
+        most = max(len(continuations) for continuations in offered)
+        return StepPlan(True, most, options.candidate_length, 0.0, 0.0, options.window)
+    confidences = []
+    for i, (row, context_tokens, continuations) in enumerate(zip(active, contexts, offered, strict=True)):
+        confidence = row.pool.confidence(context_tokens, continuations)
+        harvested = row.pool.harvested(context_tokens, continuations)
+        planner.offer(len(row.committed), continuations, harvested, confidence, row=i)
+        confidences.append(confidence)
+    left = [session.settings.max_new_tokens - len(row.generated) for row in active]
+    behind = [tokens == max(left) for tokens in left]
+    return planner.plan([len(c) for c in offered], confidences, context, behind)
+
+
+def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:
+    """The rows' lookahead branches stacked: LongTensor [B', L, W] (L = 0 when the plan has none)."""
+    options = session.options
+    if not plan.branch:
+        return torch.empty(len(active), 0, options.window, dtype=torch.long, device=device)
+    branches = []
+    for row in active:
+        branch = row.proposer.lookahead_branch()
+        if options.auto_window and row.proposer.resizable and branch.window != plan.window:
+            row.proposer.resize(plan.window)  # an auto window changed size
+            branch = row.proposer.lookahead_branch()
+        branches.append(branch.levels.to(device))
+    if len(branches) == 1:
+        return branches[0][None]
+    shapes = {tuple(levels.shape) for levels in branches}
+    if len(shapes) > 1:
+        raise RuntimeError(
+            f"the rows' proposers returned lookahead branches of different shapes {sorted(shapes)}; "
+            "a batch step needs one shape (proposers must advance in step)"
+        )
+    return torch.stack(branches)

@@ -1,0 +1,124 @@
+"""A decoder's fixed choices: W, N, G (or which of them auto chooses), the candidate length, and the
+default pool; resolved once from the constructor's arguments, read by every call.
+
+Owns the meaning of ``"auto"`` for each of W, N, G (``AUTO_*``) and the argument checks; it holds no
+state that a call changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lade.autotune import is_auto
+from lade.interfaces import NGramPool, Proposer
+from pools.bucket import BucketedNGramPool
+from pools.eviction import LRUEviction
+
+# What "auto" searches up to: the lookahead branch's W and the pool's n-gram size and candidates.
+AUTO_WINDOW = 15
+AUTO_WINDOWS = (1, 2, 3, 5, 7, 10, 15)  # branch sizes an auto window chooses among (up to W)
+AUTO_NGRAM = 6
+AUTO_SPAN = 10  # candidate tokens an auto pool stores from the text (N-1 from the branch)
+AUTO_GUESS = 7
+
+
+def positive_int(name: str, value, minimum: int) -> int:
+    """``value`` when it is an int >= ``minimum`` (not a bool), else a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def default_pool(ngram: int, capacity: int, auto: bool, span: int | None = None) -> BucketedNGramPool:
+    """The decoder's pool: the reference (first-token keys, LRU, per-key ``capacity``) plus prompt
+    seeding, the strategy ablation's one clear gain; for auto settings also output seeding and keys of
+    up to 3 tokens (more candidates, and a confidence class, the matched key length, that tells the
+    planner when long candidates hold). ``span``: continuation tokens of the n-grams seeded from the
+    text (default N-1; ``BucketedNGramPool``)."""
+    return BucketedNGramPool(
+        ngram,
+        capacity=capacity,
+        eviction=LRUEviction(),
+        key_length=3 if auto else 1,
+        seed_prompt=True,
+        seed_output=auto,
+        span=span,
+    )
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """W, N, G as a decoder uses them (``LookaheadDecoder``'s arguments, resolved by ``resolve``).
+
+    Attributes:
+        window, ngram, guess: W (the largest an auto window takes), N, G (the most an auto G verifies).
+        candidate_length: tokens a candidate can offer: N-1, or a pool's longer text n-grams
+            (``BucketedNGramPool.span``).
+        auto_window, auto_ngram, auto_guess: which of them the planner chooses step by step.
+        lean_logits: logits only at the rows that are read.
+        shared_pool: in a batch, all rows read and fill one pool.
+        learn_across_calls: the planner's acceptance records carry over from call to call.
+    """
+
+    window: int
+    ngram: int
+    guess: int
+    candidate_length: int
+    auto_window: bool = False
+    auto_ngram: bool = False
+    auto_guess: bool = False
+    lean_logits: bool = True
+    shared_pool: bool = False
+    learn_across_calls: bool = False
+
+    @property
+    def is_auto(self) -> bool:
+        """Whether any of W, N, G is chosen step by step."""
+        return self.auto_window or self.auto_ngram or self.auto_guess
+
+    @property
+    def largest_step(self) -> int:
+        """The most tokens one step feeds: the root, W(N-1) branch tokens, G candidates."""
+        return 1 + self.window * (self.ngram - 1) + self.guess * self.candidate_length
+
+
+def resolve(
+    window,
+    ngram,
+    guess,
+    proposer: Proposer | None,
+    pool: NGramPool | None,
+    lean_logits: bool = True,
+    shared_pool: bool = False,
+    learn_across_calls: bool = False,
+) -> tuple[DecodingOptions, NGramPool]:
+    """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
+    ``DecodingOptions``), and the pool to use: the given one, or the default pool when ``pool`` is None
+    (``default_pool``; an auto N also stores longer copies from the text, verified as far as they pay)."""
+    auto_window, auto_ngram, auto_guess = (is_auto(v) for v in (window, ngram, guess))
+    if auto_window and proposer is not None:
+        window = getattr(proposer, "window", AUTO_WINDOW)
+    window = AUTO_WINDOW if is_auto(window) else positive_int("window", window, 1)
+    if auto_ngram:
+        ngram = getattr(proposer, "ngram", None) or getattr(pool, "ngram", None) or AUTO_NGRAM
+    ngram = positive_int("ngram", ngram, 2)
+    guess = AUTO_GUESS if auto_guess else positive_int("guess", guess, 0)
+    if pool is None:
+        auto = auto_window or auto_ngram or auto_guess
+        pool = default_pool(ngram, guess, auto, AUTO_SPAN if auto_ngram else None)
+    for role, component in (("proposer", proposer), ("pool", pool)):
+        if component is not None and getattr(component, "ngram", ngram) != ngram:
+            raise ValueError(f"{role} has ngram={component.ngram} but the decoder has ngram={ngram}")
+    options = DecodingOptions(
+        window,
+        ngram,
+        guess,
+        max(ngram - 1, getattr(pool, "span", ngram - 1)),
+        auto_window,
+        auto_ngram,
+        auto_guess,
+        lean_logits,
+        shared_pool,
+        learn_across_calls,
+    )
+    return options, pool
