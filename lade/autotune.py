@@ -5,7 +5,10 @@ x (N-1) levels), how many of the pool's candidates to verify (g <= G) and how ma
 (l <= N-1). It maximises predicted tokens per second:
 
     predicted tokens = 1 + A(g, l) [+ branch gain]        (the bonus token is always committed)
-    predicted time   = latency(1 + g*l [+ W*(N-1)], P)    (``lade.calibration``; P = cached tokens)
+    predicted time   = latency(1 + T(g, l) [+ W*(N-1)], P)    (``lade.calibration``; P = cached tokens)
+
+``T(g, l)`` is what the candidates feed: g*l as chains, the trie's nodes when they are merged into a
+token trie (``lade.trie``).
 
 ``A(g, l)`` is the expected number of accepted candidate tokens when the first g candidates, cut to
 l tokens, are verified. It is estimated from *counterfactual* records (``AcceptanceStats``): every
@@ -210,6 +213,7 @@ class Planner:
         confidence: int | Sequence[int] = 0,
         context: int | None = None,
         behind: Sequence[bool] | None = None,
+        fed: Sequence[Sequence[int]] | None = None,
     ) -> StepPlan:
         """The best plan when the pool offers ``available`` candidates of class ``confidence`` (one
         value, or one per row of a batch), with ``context`` tokens in the cache (latency grows with
@@ -220,7 +224,10 @@ class Planner:
         still to produce). A static batch runs until its slowest row is done, so extra tokens of the
         rows ahead do not shorten it: with ``behind`` given, the plan counts the acceptance of the
         least accepting row behind, for every row (``B * min``); without, the sum over the rows (the
-        throughput of a batch whose finished rows are replaced at once)."""
+        throughput of a batch whose finished rows are replaced at once).
+
+        ``fed[g][l]``: the tokens per row a step verifying (g, l) feeds (``lade.trie.trie_sizes``:
+        candidates merged into a trie feed shared prefixes once); default g * l (chains)."""
         available = [available] if isinstance(available, int) else list(available)
         if isinstance(confidence, int):
             confidence = [confidence] * len(available)
@@ -240,6 +247,9 @@ class Planner:
                 else:
                     priced[size] = self.batch_latency(rows, size, context)
             return priced[size]
+
+        def step_seconds(g: int, cut: int, extra: int) -> float:  # (g, l) verified beside ``extra``
+            return seconds_for(1 + (g * cut if fed is None else fed[g][cut]) + extra)
 
         plain_seconds = seconds_for(1)
         plain_rate = rows / plain_seconds
@@ -278,7 +288,7 @@ class Planner:
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
             for (g, cut), tokens in shapes.items():
-                seconds = seconds_for(1 + g * cut + extra)
+                seconds = step_seconds(g, cut, extra)
                 rate = (rows + tokens + gain) / seconds
                 if rate > top_rate:
                     top, top_rate = (g, cut, rows + tokens + gain, seconds), rate
@@ -295,7 +305,7 @@ class Planner:
             best = plain
         elif best.guesses or best.branch:
             offered = {(g, cut): accepted(g, cut, False) for g, cut in allowed}
-            best = offered_shape(best, offered, seconds_for, rows, self.branch_levels)
+            best = offered_shape(best, offered, step_seconds, rows, self.branch_levels)
         if best.branch:
             self._current_window = best.window
             self._branch_steps += 1
@@ -306,17 +316,18 @@ class Planner:
         return best
 
 
-def offered_shape(chosen: StepPlan, offered: dict, seconds_for, rows: int, branch_levels: int) -> StepPlan:
+def offered_shape(chosen: StepPlan, offered: dict, step_seconds, rows: int, branch_levels: int) -> StepPlan:
     """With the branch decided (``chosen``'s), the shape (g, l) that verifies the most tokens per
     second from what the pool offers now (``offered``: (g, l) -> expected accepted tokens), the
     branch's harvests included. The choice of the branch leaves them out (its gain stands for
     them); choosing the shape that way would verify none of them where the other candidates
-    fail, and the branch would run for nothing. ``seconds_for(S)``: a step of S tokens per row."""
+    fail, and the branch would run for nothing. ``step_seconds(g, l, extra)``: a step verifying (g, l)
+    beside ``extra`` branch tokens."""
     extra = chosen.window * branch_levels if chosen.branch else 0
 
     def rate(item) -> float:
         (g, cut), tokens = item
-        return (rows + tokens) / seconds_for(1 + g * cut + extra)
+        return (rows + tokens) / step_seconds(g, cut, extra)
 
     (g, cut), tokens = max(offered.items(), key=rate)
     return replace(
@@ -324,7 +335,7 @@ def offered_shape(chosen: StepPlan, offered: dict, seconds_for, rows: int, branc
         guesses=g,
         length=cut,
         predicted_tokens=rows + tokens,
-        predicted_seconds=seconds_for(1 + g * cut + extra),
+        predicted_seconds=step_seconds(g, cut, extra),
     )
 
 

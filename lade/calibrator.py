@@ -98,8 +98,10 @@ class Calibrator:
         return self.latency
 
     def batch_latency(self, rows: int) -> BatchLatency | None:
-        """The latency of batched steps for batches of up to ``rows`` rows
-        (``LookaheadDecoder.batch_latency``)."""
+        """The latency of batched steps for batches of up to ``rows`` rows: measured per batch size
+        (2, 4, 8, ... up to ``rows``; cached) unless a curve was given, then only the curves of
+        explicit ``calibrate(rows=...)`` calls. None without any (B rows of S tokens then count as one
+        row of B*S tokens)."""
         if rows < 2:
             return None
         if self.measures_batches:

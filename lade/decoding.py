@@ -86,6 +86,8 @@ class LookaheadDecoder:
             follow one sequence, such as prompt lookup, cannot be shared).
         learn_across_calls: the auto planner keeps its acceptance records from call to call (one
             caller at a time); default: every call starts from the planner's priors.
+        token_tree: feed the candidates as a token trie (shared prefixes once; ``lade.trie``), not as
+            chains (the ablation): the same accepted tokens, fewer tokens fed.
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -105,8 +107,9 @@ class LookaheadDecoder:
         calibration_dir: str | None = None,
         shared_pool: bool = False,
         learn_across_calls: bool = False,
+        token_tree: bool = True,
     ):
-        flags = (lean_logits, shared_pool, learn_across_calls)
+        flags = (lean_logits, shared_pool, learn_across_calls, token_tree)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model
@@ -145,10 +148,7 @@ class LookaheadDecoder:
         return self.calibrator.calibrate(sizes, repeats, refresh, rows)
 
     def batch_latency(self, rows: int) -> BatchLatency | None:
-        """The latency of batched steps for batches of up to ``rows`` rows: measured per batch size
-        (2, 4, 8, ... up to ``rows``; cached) unless a ``latency`` was given, then only the curves of
-        explicit ``calibrate(rows=...)`` calls. None without any (B rows of S tokens then count as one
-        row of B*S tokens)."""
+        """The latency of batched steps for up to ``rows`` rows (``Calibrator.batch_latency``)."""
         return self.calibrator.batch_latency(rows)
 
     def generate(

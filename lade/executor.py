@@ -14,16 +14,27 @@ functions of their keys. Mask buffers, which a step reuses and extends, belong t
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import torch
 
 from lade.attention import MaskPlan, context_length
 from lade.flex import block_masks, uses_flex
-from lade.layout import StepLayout, additive_mask, batch_visibility, chain_layout, step_layout, visibility
+from lade.layout import (
+    StepLayout,
+    additive_mask,
+    batch_visibility,
+    chain_layout,
+    step_layout,
+    trie_layout,
+    visibility,
+)
 from lade.slots import KeySlots
+from lade.trie import TokenTrie
 
 MASK_HEADROOM = 256  # prefix growth a step mask buffer absorbs before it is re-made
 MASK_LAYOUTS = 32  # step layouts whose mask buffers are kept
+TRIE_LAYOUTS = 256  # token-trie layouts kept (tries repeat: often chains, or one shared first token)
 
 
 class MaskBuffers:
@@ -38,7 +49,7 @@ class MaskBuffers:
         followed by the tree block, a view into the layout's buffer, re-made every ``MASK_HEADROOM``
         tokens of growth."""
         size, keys = layout.size, prefix_len + layout.size
-        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, size)
+        key = layout.key
         buffer = self._buffers.pop(key, None)
         if buffer is None or buffer.shape[-1] < keys:
             width = keys + MASK_HEADROOM
@@ -65,6 +76,7 @@ class StepExecutor:
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._layouts: dict[tuple, StepLayout] = {}
+        self._trie_layouts: dict[tuple, StepLayout] = {}
         self._rows: dict[tuple, torch.Tensor] = {}
 
     @property
@@ -79,6 +91,18 @@ class StepExecutor:
             self._layouts[key] = self._to_device(step_layout(*key))
         return self._layouts[key]
 
+    def trie_layout(self, num_levels: int, window: int, trie: TokenTrie, candidate_len: int) -> StepLayout:
+        """The layout of a step whose verification branch is ``trie`` (``lade.layout.trie_layout``) on
+        the model's device; the ``TRIE_LAYOUTS`` most recent structures are kept."""
+        key = (num_levels, window, trie.parents, trie.candidate_nodes, candidate_len)
+        layout = self._trie_layouts.pop(key, None)
+        if layout is None:
+            layout = self._to_device(trie_layout(*key))
+        self._trie_layouts[key] = layout  # most recently used last
+        if len(self._trie_layouts) > TRIE_LAYOUTS:
+            self._trie_layouts.pop(next(iter(self._trie_layouts)))
+        return layout
+
     def chain(self, length: int) -> StepLayout:
         """A causal chain of ``length`` tokens (``lade.layout.chain_layout``) on the model's device."""
         return self._to_device(chain_layout(length))
@@ -87,7 +111,7 @@ class StepExecutor:
         """Step rows whose logits are read, in the order the loop slices them: the last token, the
         candidates (so row 0 and the candidates are one contiguous block for the verifier, no copy),
         then the newest ``levels_read`` levels (LongTensor [1 + G'(N-1) + levels_read*W], cached)."""
-        key = (layout.num_levels, layout.window, layout.num_candidates, layout.candidate_len, levels_read)
+        key = (layout.num_levels, layout.window, layout.size, levels_read)
         if key not in self._rows:
             first_level = 1 + (layout.num_levels - levels_read) * layout.window
             rows = [0, *range(layout.candidates.start, layout.size), *range(first_level, layout.branch.stop)]
@@ -130,12 +154,15 @@ class StepExecutor:
         rows: torch.Tensor | None,
         buffers: MaskBuffers | None = None,
         timer=None,
+        row_layouts: list[StepLayout] | None = None,
     ) -> torch.Tensor | None:
         """Run the model over one step's tokens [B, S] laid out as ``layout`` after the cache's
         ``slots``; return the logits [B, len(rows), V] of ``rows`` (LongTensor of step rows), or None
         for ``rows=None`` (no logits). ``buffers``: the call's one-row mask buffers (None: masks made
-        afresh); ``timer``: a ``StageTimer`` that gets a "mask" lap."""
-        positions = slots.step_positions(layout.depths, self.context_length)  # [B, S]
+        afresh); ``timer``: a ``StageTimer`` that gets a "mask" lap; ``row_layouts``: each row's own
+        layout of the same size (token tries differ from row to row), else ``layout`` for every row."""
+        depths = layout.depths if row_layouts is None else torch.stack([r.depths for r in row_layouts])
+        positions = slots.step_positions(depths, self.context_length)  # [B, S]
         if slots.exact:
             row = positions[0]
             masks = {
@@ -144,7 +171,10 @@ class StepExecutor:
             }
             masks = masks if self.mask_plan.by_layer_type else next(iter(masks.values()))
         else:
-            masks = self._batch_masks(layout.tree_mask, slots, positions)
+            trees = (
+                layout.tree_mask if row_layouts is None else torch.stack([r.tree_mask for r in row_layouts])
+            )
+            masks = self._batch_masks(trees, slots, positions)
         if timer is not None:
             timer.lap("mask")
         return self._run(tokens, positions, masks, cache, rows)
@@ -189,12 +219,4 @@ class StepExecutor:
 
     def _to_device(self, layout: StepLayout) -> StepLayout:
         device = self.device
-        return StepLayout(
-            layout.num_levels,
-            layout.window,
-            layout.num_candidates,
-            layout.candidate_len,
-            layout.parents,
-            layout.depths.to(device),
-            layout.tree_mask.to(device),
-        )
+        return replace(layout, depths=layout.depths.to(device), tree_mask=layout.tree_mask.to(device))

@@ -142,9 +142,10 @@ class Verifier(ABC):
         """Accept the longest valid prefix of one candidate plus one token from the model.
 
         Args:
-            logits: FloatTensor [1 + G' * (N-1), V]. Row 0 holds the logits after the last committed
-                token; row ``1 + i * (N-1) + j`` those after token ``j`` of candidate ``i``.
-            candidates: LongTensor [G', N-1] inside a ``Candidates``.
+            logits: FloatTensor [1 + R, V]. Row 0 holds the logits after the last committed
+                token; row ``candidates.row_map()[i][j]`` those after token ``j`` of candidate ``i``
+                (``1 + i * (N-1) + j`` for chains, R = G' * (N-1); fewer rows for a token trie).
+            candidates: LongTensor [G', N-1] inside a ``Candidates``, with the rows of a trie.
             scoring: the call's logits processing for this row
                 (``strategies.processing.RowScoring``: ``scoring(accepted, logits[row])`` gives the
                 processed scores [V] of the position after the committed tokens and ``accepted``), or

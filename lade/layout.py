@@ -14,6 +14,10 @@ in the tree, and its position is ``p + depth`` (``p`` = position of the last com
   down to itself: one token per earlier position, the paper's diagonal path;
 * candidate ``i``, token ``j``: parent is token ``j-1`` of the same candidate (the root for ``j = 0``).
   Candidates and the lookahead branch never see each other.
+
+Or the verification branch is a token trie (``trie_layout``, ``lade.trie``): one row per distinct
+candidate prefix, its parent the row of the prefix one token shorter; ``candidate_nodes`` maps each
+candidate token to its row.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ class StepLayout:
     parents: tuple[int, ...]  # [S] parent index of each token, -1 for the root
     depths: torch.Tensor  # [S] long, distance from the root: position offset from the last token
     tree_mask: torch.Tensor  # [S, S] bool, tree_mask[i, j] = token j is i itself or an ancestor of i
+    candidate_nodes: tuple[tuple[int, ...], ...] | None = None  # [G'][l] trie node per token; None: chains
+
+    @property
+    def key(self) -> tuple:
+        """What tells step layouts apart (their shape, and a trie's structure)."""
+        shape = (self.num_levels, self.window, self.num_candidates, self.candidate_len, self.size)
+        if self.candidate_nodes is None:
+            return shape
+        return (*shape, self.parents[self.candidates.start :], self.candidate_nodes)
 
     @property
     def size(self) -> int:
@@ -58,6 +71,8 @@ class StepLayout:
 
     def candidate_row(self, candidate: int, token: int) -> int:
         """Row of token ``token`` of candidate ``candidate``."""
+        if self.candidate_nodes is not None:
+            return self.candidates.start + self.candidate_nodes[candidate][token]
         return self.candidates.start + candidate * self.candidate_len + token
 
 
@@ -80,6 +95,38 @@ def step_layout(num_levels: int, window: int, num_candidates: int, candidate_len
     """Layout of a lookahead step with L levels of W guesses and G' candidates of N-1 tokens."""
     if min(num_levels, window, num_candidates, candidate_len) < 0:
         raise ValueError("layout sizes must be non-negative")
+    parents = _root_and_branch(num_levels, window)
+    start = len(parents)
+    for i in range(num_candidates):
+        for j in range(candidate_len):
+            parents.append(0 if j == 0 else start + i * candidate_len + j - 1)
+    depths, mask = _tree(parents)
+    return StepLayout(num_levels, window, num_candidates, candidate_len, tuple(parents), depths, mask)
+
+
+def trie_layout(
+    num_levels: int,
+    window: int,
+    node_parents: tuple[int, ...],
+    candidate_nodes: tuple[tuple[int, ...], ...],
+    candidate_len: int,
+) -> StepLayout:
+    """Layout of a lookahead step whose verification branch is a token trie (``lade.trie.TokenTrie``):
+    L levels of W guesses, then one row per node (``node_parents``: -1 for a child of the root);
+    ``candidate_nodes`` [G'][l] maps each candidate token to its node."""
+    if min(num_levels, window, candidate_len) < 0:
+        raise ValueError("layout sizes must be non-negative")
+    parents = _root_and_branch(num_levels, window)
+    start = len(parents)
+    parents.extend(0 if parent < 0 else start + parent for parent in node_parents)
+    depths, mask = _tree(parents)
+    return StepLayout(
+        num_levels, window, len(candidate_nodes), candidate_len, tuple(parents), depths, mask, candidate_nodes
+    )
+
+
+def _root_and_branch(num_levels: int, window: int) -> list[int]:
+    """Parents of the root and of the lookahead branch's L x W tokens (level-major)."""
     parents = [-1]
     for r in range(num_levels):
         for c in range(window):
@@ -87,12 +134,7 @@ def step_layout(num_levels: int, window: int, num_candidates: int, candidate_len
                 parents.append(c)  # row 0 of the branch: index c is column c-1 (the root for c=0)
             else:
                 parents.append(1 + (r - 1) * window + c)
-    start = len(parents)
-    for i in range(num_candidates):
-        for j in range(candidate_len):
-            parents.append(0 if j == 0 else start + i * candidate_len + j - 1)
-    depths, mask = _tree(parents)
-    return StepLayout(num_levels, window, num_candidates, candidate_len, tuple(parents), depths, mask)
+    return parents
 
 
 def chain_layout(length: int) -> StepLayout:
@@ -142,7 +184,8 @@ def batch_visibility(
     """``visibility`` for a batch whose cache rows have holes (``lade.slots``).
 
     Args:
-        tree_mask: BoolTensor [S, S] from a ``StepLayout`` (the same tree in every row).
+        tree_mask: BoolTensor [S, S] from a ``StepLayout`` (the same tree in every row), or [B, S, S]
+            (each row's own tree: token tries differ from row to row).
         key_valid: BoolTensor [B, P], whether cache slot k of row b holds one of the row's tokens
             (padding and the slots of other rows' longer acceptances do not).
         key_positions: LongTensor [B, P], the position of the token in each valid slot.
@@ -154,7 +197,7 @@ def batch_visibility(
     """
     rows, size = positions.shape
     prefix = key_valid[:, None, :].expand(rows, size, key_valid.shape[1])
-    block = tree_mask[None].expand(rows, size, size)
+    block = tree_mask if tree_mask.dim() == 3 else tree_mask[None].expand(rows, size, size)
     if sliding_window is not None:
         earliest = positions[:, :, None] - sliding_window
         prefix = prefix & (key_positions[:, None, :] > earliest)

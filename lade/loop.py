@@ -29,7 +29,8 @@ from lade.sequence import SequenceState
 from lade.session import DecodingSession
 from lade.slots import KeySlots
 from lade.timer import StageTimer
-from lade.types import Candidates, pad_candidate
+from lade.trie import trie_sizes
+from lade.verification_branch import verification_branch
 
 
 def decode(session: DecodingSession, executor: StepExecutor) -> None:
@@ -64,34 +65,34 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         offered = [row.pool.candidates(c, options.guess) for row, c in zip(active, contexts, strict=True)]
         plan = _plan(session, active, contexts, offered, slots.length + 1)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
-        count, length = max(guesses), plan.length
-        candidates = torch.tensor(
-            [
-                [pad_candidate(c, length) for c in continuations[:g]]
-                + [[row.committed[-1]] * length] * (count - g)
-                for row, continuations, g in zip(active, offered, guesses, strict=True)
-            ],
-            dtype=torch.long,
-            device=device,
-        ).view(len(active), count, length)  # [B', G', l]; filler candidates repeat the last token
+        lasts = [row.committed[-1] for row in active]
+        branch = verification_branch(lasts, offered, guesses, plan.length, options.token_tree, device)
         timer.lap("pool")
 
         levels = _levels(session, active, plan, device)  # [B', L, W]
-        layout = executor.layout(levels.shape[1], levels.shape[2], count, length)
-        roots = torch.tensor([[row.committed[-1]] for row in active], dtype=torch.long, device=device)
-        tokens = torch.cat([roots, levels.flatten(1), candidates.flatten(1)], dim=1)  # [B', S]
-        read = active[0].proposer.levels_read(layout.num_levels) if options.lean_logits else layout.num_levels
+        num_levels, window = levels.shape[1], levels.shape[2]
+        row_layouts = None
+        if branch.tries is None:
+            layout = executor.layout(num_levels, window, max(guesses), plan.length)
+        else:
+            row_layouts = [executor.trie_layout(num_levels, window, t, plan.length) for t in branch.tries]
+            layout, row_layouts = row_layouts[0], row_layouts if len(row_layouts) > 1 else None
+        roots = torch.tensor([[last] for last in lasts], dtype=torch.long, device=device)
+        tokens = torch.cat([roots, levels.flatten(1), branch.tokens], dim=1)  # [B', S]
+        read = active[0].proposer.levels_read(num_levels) if options.lean_logits else num_levels
         read_rows = executor.rows_read(layout, read)
         timer.lap("propose")
 
-        logits = executor.step(tokens, layout, slots, cache, read_rows, session.buffers, timer)  # [B', R, V]
+        logits = executor.step(
+            tokens, layout, slots, cache, read_rows, session.buffers, timer, row_layouts
+        )  # [B', R, V]
         metrics.forward_passes += 1
         timer.lap("forward")
 
-        verified = 1 + count * length  # rows come root, candidates, levels
+        verified = 1 + layout.size - layout.candidates.start  # rows come root, candidates, levels
         verifications = [
-            verifier.verify(logits[i, : 1 + g * length], Candidates(candidates[i, :g]), row.scoring())
-            for i, (row, g) in enumerate(zip(active, guesses, strict=True))
+            verifier.verify(logits[i, : branch.verified[i]], branch.candidates[i], row.scoring())
+            for i, row in enumerate(active)
         ]
         timer.lap("verify")
 
@@ -105,7 +106,8 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 offered[i],
                 layout,
                 stop,
-                logits[i, : 1 + guesses[i] * length] if record else None,
+                logits[i, : branch.verified[i]] if record else None,
+                branch.candidates[i].rows,
             )
             keep.append([0] if row.finished else rows_kept)  # a finished row leaves: keep anything
             if planner is not None:
@@ -147,7 +149,11 @@ def _plan(session: DecodingSession, active, contexts, offered, context: int) -> 
         confidences.append(confidence)
     left = [session.settings.max_new_tokens - len(row.generated) for row in active]
     behind = [tokens == max(left) for tokens in left]
-    return planner.plan([len(c) for c in offered], confidences, context, behind)
+    fed = None
+    if options.token_tree:  # a batch row feeds as many as the largest trie
+        sizes = [trie_sizes(c, options.guess, options.candidate_length) for c in offered]
+        fed = [[max(column) for column in zip(*rows, strict=True)] for rows in zip(*sizes, strict=True)]
+    return planner.plan([len(c) for c in offered], confidences, context, behind, fed)
 
 
 def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:

@@ -58,6 +58,8 @@ class DecodingOptions:
         lean_logits: logits only at the rows that are read.
         shared_pool: in a batch, all rows read and fill one pool.
         learn_across_calls: the planner's acceptance records carry over from call to call.
+        token_tree: candidates are fed as a token trie (a shared prefix once, ``lade.trie``), not as
+            separate chains; the same logits and the same accepted tokens, fewer tokens fed.
     """
 
     window: int
@@ -70,6 +72,7 @@ class DecodingOptions:
     lean_logits: bool = True
     shared_pool: bool = False
     learn_across_calls: bool = False
+    token_tree: bool = True
 
     @property
     def is_auto(self) -> bool:
@@ -91,6 +94,7 @@ def resolve(
     lean_logits: bool = True,
     shared_pool: bool = False,
     learn_across_calls: bool = False,
+    token_tree: bool = True,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
     ``DecodingOptions``), and the pool to use: the given one, or the default pool when ``pool`` is None
@@ -120,5 +124,6 @@ def resolve(
         lean_logits,
         shared_pool,
         learn_across_calls,
+        token_tree,
     )
     return options, pool

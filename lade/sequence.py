@@ -96,12 +96,15 @@ class SequenceState:
         layout: StepLayout,
         stop: StopRule,
         verified_logits: torch.Tensor | None = None,
+        candidate_rows=None,
     ) -> tuple[list[int], list[int]]:
         """Apply a step's verification: advance the window (``update`` on a branch step with the
         newest levels' logits [R, W, V] or None, ``skip`` otherwise), credit the accepted candidate
         (one of ``continuations``, served after ``context``), commit the verified tokens up to where
         ``generate`` would stop (``stop``), record their scores and logits when asked (from
-        ``verified_logits`` [1 + G'(N-1), V], the verifier's rows), and count the step.
+        ``verified_logits`` [1 + R, V], the verifier's rows), and count the step. ``candidate_rows``
+        [G'][l]: the verifier's logits row after each candidate token (``Candidates.row_map``; None:
+        chains, as ``layout`` lays them out).
 
         Returns ``(new tokens, step rows to keep in the cache)``: the rows are the last token (0)
         and the accepted candidate tokens, all but the new last token, which the next step feeds.
@@ -113,7 +116,11 @@ class SequenceState:
         if verification.candidate_index >= 0:
             self.pool.record_hit(context, continuations[verification.candidate_index])
         tokens = verification.tokens
-        accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(tokens) - 1)]
+        if candidate_rows is None:
+            accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(tokens) - 1)]
+        else:  # verified logits row r follows step row candidates.start + r - 1
+            path = candidate_rows[verification.candidate_index][: len(tokens) - 1] if len(tokens) > 1 else ()
+            accepted = [layout.candidates.start - 1 + row for row in path]
         logits_rows = [0, *(row - layout.candidates.start + 1 for row in accepted)]  # in verified_logits
         scores = self._record(verification, verified_logits, logits_rows)
         row = self.view.with_tokens(tokens) if stop.others else None

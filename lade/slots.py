@@ -72,13 +72,13 @@ class KeySlots:
         return self.valid is None
 
     def step_positions(self, depths: torch.Tensor, context_length: int | None) -> torch.Tensor:
-        """LongTensor [B, S]: the positions of a step's tokens, ``depths`` [S] after each row's last
-        committed token (clamped to the context: only guesses past the end of the budget reach it,
-        and they are never committed)."""
+        """LongTensor [B, S]: the positions of a step's tokens, ``depths`` [S] (or each row's, [B, S])
+        after each row's last committed token (clamped to the context: only guesses past the end of
+        the budget reach it, and they are never committed)."""
         if self.exact:
-            positions = (self.length + depths)[None]
+            positions = (self.length + depths).view(1, -1)
         else:
-            positions = self.counts[:, None] + depths[None]
+            positions = self.counts[:, None] + (depths if depths.dim() == 2 else depths[None])
         return positions if context_length is None else positions.clamp(max=context_length - 1)
 
     def commit(self, cache: DynamicCache, step_len: int, keep: list[list[int]]) -> None:

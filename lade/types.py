@@ -36,13 +36,26 @@ class LookaheadBranch:
 
 @dataclass(frozen=True)
 class Candidates:
-    """The n-gram continuations verified this step, all keyed by the last committed token."""
+    """The n-gram continuations verified this step, all keyed by the last committed token.
+
+    ``rows`` [G'][l]: the row of the verifier's logits that follows each candidate token (a token
+    trie's node + 1, ``lade.trie``: candidates sharing a prefix share its rows); None: the candidates
+    were fed as chains, token j of candidate i at row ``1 + i * l + j``.
+    """
 
     tokens: torch.Tensor  # [G', l] token ids, l <= the pool's continuation length; G' may be 0
+    rows: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def count(self) -> int:
         return self.tokens.shape[0]
+
+    def row_map(self) -> list[list[int]] | tuple[tuple[int, ...], ...]:
+        """[G'][l] the logits row after each candidate token, chains or trie alike."""
+        if self.rows is not None:
+            return self.rows
+        count, length = self.tokens.shape if self.count else (0, 0)
+        return [[1 + i * length + j for j in range(length)] for i in range(count)]
 
 
 def pad_candidate(continuation: tuple[int, ...], length: int) -> list[int]:

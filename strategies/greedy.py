@@ -36,8 +36,12 @@ class GreedyVerifier(Verifier):
         if candidates.count == 0:
             return Verification(tokens=[int(predicted[0])], candidate_index=-1, matched=0)
         tokens = candidates.tokens.to(predicted.device)  # [G', N-1]
+        if candidates.rows is None:  # chains: the rows in candidate order
+            following = predicted[1:].view(tokens.shape)
+        else:  # a trie: each candidate token's node
+            following = predicted[torch.tensor(candidates.rows, device=predicted.device)]
         continuation = torch.cat(  # [G', N]: the model's own next token at each candidate position
-            [predicted[:1].expand(tokens.shape[0], 1), predicted[1:].view(tokens.shape)], dim=1
+            [predicted[:1].expand(tokens.shape[0], 1), following], dim=1
         )
         matched = (tokens == continuation[:, :-1]).cumprod(dim=1).sum(dim=1)  # [G']
         best = matched.argmax()
@@ -49,7 +53,7 @@ class GreedyVerifier(Verifier):
         self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring
     ) -> Verification:
         """Position by position: the processed argmax given the accepted prefix, while a candidate agrees."""
-        drafts = candidates.tokens.tolist()
+        drafts, rows = candidates.tokens.tolist(), candidates.row_map()
         length = candidates.tokens.shape[1] if candidates.count else 0
         alive, accepted, scores, row = list(range(candidates.count)), [], [], 0
         while True:
@@ -61,7 +65,7 @@ class GreedyVerifier(Verifier):
                 break
             accepted.append(token)
             alive = matching
-            row = 1 + alive[0] * length + position
+            row = rows[alive[0]][position]
         winner = alive[0] if accepted else -1
         return Verification(
             tokens=[*accepted, token], candidate_index=winner, matched=len(accepted), scores=tuple(scores)

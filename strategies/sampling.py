@@ -87,7 +87,7 @@ class SamplingVerifier(Verifier):
     def verify(
         self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring | None = None
     ) -> Verification:
-        drafts = candidates.tokens.tolist()  # [G'][N-1]
+        drafts, rows = candidates.tokens.tolist(), candidates.row_map()  # [G'][N-1] each
         length = candidates.tokens.shape[1] if candidates.count else 0
         alive = list(range(candidates.count))
         accepted: list[int] = []
@@ -116,7 +116,7 @@ class SamplingVerifier(Verifier):
             position = len(accepted)
             accepted.append(chosen)
             alive = [index for index in alive if drafts[index][position] == chosen]
-            row = 1 + alive[0] * length + position
+            row = rows[alive[0]][position]
         winner = alive[0] if accepted else -1
         return Verification(
             tokens=[*accepted, token], candidate_index=winner, matched=len(accepted), scores=tuple(scores)
