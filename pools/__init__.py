@@ -3,6 +3,7 @@
 from pools.bucket import BucketedNGramPool
 from pools.eviction import FIFOEviction, LFUEviction, LRUEviction, NoEviction, RandomEviction
 from pools.prompt_lookup import PromptLookupPool
+from pools.suffix_tree import SuffixIndex, SuffixTreePool
 
 __all__ = [
     "BucketedNGramPool",
@@ -12,4 +13,6 @@ __all__ = [
     "NoEviction",
     "PromptLookupPool",
     "RandomEviction",
+    "SuffixIndex",
+    "SuffixTreePool",
 ]
