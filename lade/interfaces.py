@@ -77,10 +77,12 @@ class EvictionPolicy(ABC):
 class NGramPool(ABC):
     """Stores n-grams and serves the candidates to verify after the committed tokens.
 
-    ``key_length`` is how many of the last committed tokens ``candidates`` wants as context.
+    ``key_length`` is how many of the last committed tokens ``candidates`` wants as context;
+    ``reads_logits``: whether the loop passes it every step's logits (``observe_logits``).
     """
 
     key_length: int = 1
+    reads_logits: bool = False
 
     @abstractmethod
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
@@ -118,6 +120,10 @@ class NGramPool(ABC):
         class, so it can verify long candidates where they tend to hold and skip them elsewhere.
         Default: one class."""
         return 0
+
+    def observe_logits(self, tokens: Sequence[int], logits) -> None:  # noqa: B027
+        """Only when ``reads_logits``: a step fed ``tokens`` [R] (the last committed token, then the
+        verification branch's tokens) and the model computed ``logits`` [R, V] after each."""
 
     def reset(self) -> None:  # noqa: B027
         """Forget everything."""

@@ -109,6 +109,9 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 logits[i, : branch.verified[i]] if record else None,
                 branch.candidates[i].rows,
             )
+            if row.pool.reads_logits:  # e.g. Token Recycling: what the model predicted after each token
+                fed = [lasts[i], *branch.tokens[i, : branch.verified[i] - 1].tolist()]
+                row.pool.observe_logits(fed, logits[i, : branch.verified[i]])
             keep.append([0] if row.finished else rows_kept)  # a finished row leaves: keep anything
             if planner is not None:
                 planner.resolve(row.committed, row=i)

@@ -4,6 +4,7 @@ from pools.bucket import BucketedNGramPool
 from pools.eviction import FIFOEviction, LFUEviction, LRUEviction, NoEviction, RandomEviction
 from pools.prompt_lookup import PromptLookupPool
 from pools.suffix_tree import SuffixIndex, SuffixTreePool
+from pools.token_recycling import TokenRecyclingPool
 
 __all__ = [
     "BucketedNGramPool",
@@ -15,4 +16,5 @@ __all__ = [
     "RandomEviction",
     "SuffixIndex",
     "SuffixTreePool",
+    "TokenRecyclingPool",
 ]

@@ -67,6 +67,11 @@ def test_prompt_lookup_proposer_brings_its_pool():
     assert components.pool.__class__.__name__ == "PromptLookupPool"
 
 
+def test_token_recycling_proposer_brings_its_pool():
+    components = validate(compose_config("experiment=quick", "proposer=token_recycling"))
+    assert components.pool.__class__.__name__ == "TokenRecyclingPool" and components.pool.span == 5
+
+
 @pytest.mark.parametrize("option", options("verifier"))
 def test_every_verifier_builds_a_verifier(option):
     assert isinstance(instantiate(compose_config(f"verifier={option}").verifier), Verifier)
