@@ -2,14 +2,16 @@
 
     python experiments/trie_saving.py                       # SmolLM2 fp32, W=7 N=5 G=7, HumanEval + MT-Bench
     python experiments/trie_saving.py --limit 2 --max-new-tokens 32 --out /tmp/trie   # a quick look
+    python experiments/trie_saving.py --methods chains,token_recycling,suffix_tree --limit 4 \
+        --out experiments/results/draft_sources        # other draft sources beside the Jacobi chains
 
-One decoder per method, warmed up untimed (``token_tree=True``: candidates merged into a trie;
-``False``: separate chains, the original layout), the methods alternating per prompt,
+One decoder per method (``build``), warmed up untimed (``trie``: candidates merged into a trie;
+``chains``: separate chains, the original layout), the methods rotating per prompt,
 development-split prompts (HumanEval tasks 0-40; MT-Bench's first 2 per category, stratified).
 Per dataset and method: the mean tokens fed per step (root + lookahead branch + verification
 branch), the verification branch's share, compression (tokens per step), whether every output
-equals HF greedy, and the decode time summed over the prompts (the trie's time over the chains',
-with the per-prompt median). Writes ``trie.csv`` and ``trie.md`` under ``--out`` (default
+equals HF greedy, and the decode time summed over the prompts (over the chains', with the
+per-prompt median). Writes ``trie.csv`` and ``trie.md`` under ``--out`` (default
 ``experiments/results/trie``).
 """
 
@@ -27,6 +29,8 @@ from lade.bench_setup import SPEC_BENCH, load_prompts
 from lade.decoding import LookaheadDecoder
 from lade.machine import cpu_description
 from lade.model import load_model
+from pools import SuffixTreePool, TokenRecyclingPool
+from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,14 +44,19 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--datasets", default="humaneval,mt_bench")
     parser.add_argument("--limit", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--methods",
+        default="trie,chains",
+        help="of trie, chains, token_recycling, suffix_tree (chains needed)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "trie")
     args = parser.parse_args(argv)
     window, ngram, guess = (int(part) for part in args.config.split(","))
     model, tokenizer = load_model(args.model)
-    decoders = {
-        method: LookaheadDecoder(model, window, ngram, guess, token_tree=method == "trie")
-        for method in ("trie", "chains")
-    }
+    methods = args.methods.split(",")
+    if "chains" not in methods:
+        parser.error("--methods needs chains (the times are relative to it)")
+    decoders = {method: build(method, model, window, ngram, guess) for method in methods}
     warm_up = torch.tensor([[1, 2, 3, 4] * 4])
     for decoder in decoders.values():  # the first call's self-check and allocations stay untimed
         decoder.generate(warm_up, max_new_tokens=8)
@@ -59,7 +68,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             reference = model.generate(
                 ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=args.max_new_tokens
             )
-            order = list(decoders) if index % 2 == 0 else list(reversed(decoders))
+            order = methods[index % len(methods) :] + methods[: index % len(methods)]  # rotating
             for method in order:
                 started = time.perf_counter()
                 result = decoders[method].generate(ids, max_new_tokens=args.max_new_tokens)
@@ -71,9 +80,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         for method, calls in records.items():
             steps = sum(m.steps for m, _, _ in calls)
             fed = sum(sum(m.step_sizes) for m, _, _ in calls)
-            branch = 1 + window * (ngram - 1)  # the root and a full lookahead branch
-            branch_steps = sum(m.branch_steps for m, _, _ in calls)
-            verification = fed - steps - window * (ngram - 1) * branch_steps
+            verification = sum(sum(m.verification_sizes) for m, _, _ in calls)
             seconds = [s for _, s, _ in calls]
             rows.append(
                 {
@@ -84,7 +91,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                     "prompts": len(calls),
                     "tokens_fed_per_step": fed / steps,
                     "verification_tokens_per_step": verification / steps,
-                    "root_and_branch_tokens": branch,
                     "compression": sum(m.new_tokens for m, _, _ in calls) / steps,
                     "identical": sum(same for _, _, same in calls),
                     "seconds": sum(seconds),
@@ -99,14 +105,33 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     return table
 
 
+def build(method: str, model, window: int, ngram: int, guess: int) -> LookaheadDecoder:
+    """``trie``/``chains``: Jacobi lookahead at W, N, G with candidates as a trie or as chains;
+    ``token_recycling``: no branch, the CPU draft tree (16 paths of up to 5 tokens) from recycled
+    tokens; ``suffix_tree``: no branch, G suffix-tree candidates of up to 10 tokens."""
+    if method in ("trie", "chains"):
+        return LookaheadDecoder(model, window, ngram, guess, token_tree=method == "trie")
+    if method == "token_recycling":
+        return LookaheadDecoder(
+            model, 1, 2, 16, proposer=AutoregressiveProposer(ngram=2), pool=TokenRecyclingPool(2)
+        )
+    if method == "suffix_tree":
+        pool = SuffixTreePool(ngram, span=10)
+        return LookaheadDecoder(
+            model, 1, ngram, guess, proposer=AutoregressiveProposer(ngram=ngram), pool=pool
+        )
+    raise ValueError(f"unknown method {method!r}")
+
+
 def write(table: pd.DataFrame, args) -> None:
     """``trie.csv`` and ``trie.md`` (the table, the command and the machine) under ``args.out``."""
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "trie.csv", index=False)
     lines = [
-        "# Token-trie verification vs chains",
+        "# Draft sources and token-trie verification vs chains",
         "",
         f"`python experiments/trie_saving.py --limit {args.limit} --max-new-tokens {args.max_new_tokens}"
+        f" --methods {args.methods}"
         f" --config {args.config} --datasets {args.datasets}` (development-split prompts;"
         f" {args.model}, float32, sdpa). Machine: {cpu_description()}.",
         "",

@@ -132,6 +132,7 @@ class SequenceState:
         m.accepted_histogram[len(tokens)] += 1
         m.tokens_per_step.append(len(new))
         m.step_sizes.append(layout.size)
+        m.verification_sizes.append(layout.size - layout.candidates.start)
         m.branch_steps += bool(layout.num_levels)
         self.generated.extend(new)
         self.committed.extend(new)

@@ -103,6 +103,7 @@ class DecodingMetrics:
     time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STEP_STAGES, 0.0))
     tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
     step_sizes: list[int] = field(default_factory=list)  # [steps] tokens fed per row at each step
+    verification_sizes: list[int] = field(default_factory=list)  # [steps] of which the verification branch
     branch_steps: int = 0
     step_times_s: list[float] = field(default_factory=list)  # [forward_passes] wall time of each step
 

@@ -87,6 +87,9 @@ def test_tries_accept_what_chains_accept_for_fewer_tokens(tiny_models, arch):
     assert tries.tokens_per_step == chains.tokens_per_step  # the same acceptance, step by step
     assert all(t <= c for t, c in zip(tries.step_sizes, chains.step_sizes, strict=True))
     assert sum(tries.step_sizes) < sum(chains.step_sizes)  # shared prefixes were fed once
+    saved = [c - t for t, c in zip(tries.step_sizes, chains.step_sizes, strict=True)]
+    branch = [c - t for t, c in zip(tries.verification_sizes, chains.verification_sizes, strict=True)]
+    assert saved == branch and len(tries.verification_sizes) == tries.steps  # all saved in that branch
 
 
 def test_batched_tries_of_different_sizes_decode_exactly(tiny_models):
