@@ -114,7 +114,10 @@ class KeySlots:
     def compact_if_worthwhile(self, cache: DynamicCache) -> bool:
         """``compact`` when the slots every row leaves empty pass ``COMPACT_AFTER`` and half the
         longest row's tokens; whether it did."""
-        if self.exact or self.holes() < max(COMPACT_AFTER, int(self.counts.max()) // 2):
+        if self.exact:
+            return False
+        longest = int(self.counts.max())  # one read of the counts per step
+        if self.length - longest < max(COMPACT_AFTER, longest // 2):
             return False
         self.compact(cache)
         return True
