@@ -207,7 +207,11 @@ class Planner:
                 gains.append(self.branch_prior * scale)
         return gains
 
-    def plan(
+    def plan(self, *args, **kwargs) -> StepPlan:
+        """``choose`` (same arguments) then ``adopt``: the plan the step runs."""
+        return self.adopt(self.choose(*args, **kwargs))
+
+    def choose(
         self,
         available: int | Sequence[int],
         confidence: int | Sequence[int] = 0,
@@ -238,15 +242,7 @@ class Planner:
         records = [r.records(c, self.min_records) for r, c in zip(self._rows, confidence, strict=True)]
         window_options = (0, *self.windows) if self.auto_window else (self.window,)
 
-        priced: dict[int, float] = {}  # many (W, g, l) feed the same number of tokens
-
-        def seconds_for(size: int) -> float:  # one step of ``size`` tokens per row
-            if size not in priced:
-                if rows == 1 or self.batch_latency is None:
-                    priced[size] = self.latency(rows * size, context)
-                else:
-                    priced[size] = self.batch_latency(rows, size, context)
-            return priced[size]
+        seconds_for = step_pricer(self.latency, self.batch_latency, rows, context)
 
         def step_seconds(g: int, cut: int, extra: int) -> float:  # (g, l) verified beside ``extra``
             return seconds_for(1 + (g * cut if fed is None else fed[g][cut]) + extra)
@@ -306,14 +302,36 @@ class Planner:
         elif best.guesses or best.branch:
             offered = {(g, cut): accepted(g, cut, False) for g, cut in allowed}
             best = offered_shape(best, offered, step_seconds, rows, self.branch_levels)
-        if best.branch:
-            self._current_window = best.window
+        return best
+
+    def adopt(self, plan: StepPlan) -> StepPlan:
+        """The step runs ``plan`` (one ``choose`` gave, or another source's plan: then pass a plan
+        without the branch): the branch's trial state follows it. Returns ``plan``."""
+        if plan.branch:
+            self._current_window = plan.window
             self._branch_steps += 1
             self._idle_steps = 0
         else:
             self._idle_steps += 1
-        self._branch_ran = best.branch
-        return best
+        self._branch_ran = plan.branch
+        return plan
+
+
+def step_pricer(latency: LatencyModel, batch_latency, rows: int, context: int | None):
+    """``seconds_for(size)``: one step of ``size`` tokens per row for ``rows`` rows after ``context``
+    cached tokens (``latency``, or ``batch_latency(rows, size, context)`` for batches when set), each
+    size priced once (many (W, g, l) feed the same number of tokens)."""
+    priced: dict[int, float] = {}
+
+    def seconds_for(size: int) -> float:
+        if size not in priced:
+            if rows == 1 or batch_latency is None:
+                priced[size] = latency(rows * size, context)
+            else:
+                priced[size] = batch_latency(rows, size, context)
+        return priced[size]
+
+    return seconds_for
 
 
 def offered_shape(chosen: StepPlan, offered: dict, step_seconds, rows: int, branch_levels: int) -> StepPlan:

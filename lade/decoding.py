@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-from lade.autotune import AUTO, Planner
+from lade.autotune import AUTO
 from lade.calibration import DEFAULT_SIZES, BatchLatency, LatencyModel
 from lade.calibrator import Calibrator
 from lade.compatibility import check_static, self_check
@@ -29,6 +29,7 @@ from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, AUTO_WINDOW, default
 from lade.options import resolve as resolve_options
 from lade.outputs import assemble
 from lade.session import new_planner, open_session, verifier_for
+from lade.source_choice import SourceChooser
 from lade.types import GenerationResult
 from strategies.greedy import GreedyVerifier
 from strategies.jacobi import JacobiProposer
@@ -122,7 +123,7 @@ class LookaheadDecoder:
         self.executor = StepExecutor(model)
         largest, accepted = self.options.largest_step, 1 + self.options.candidate_length
         self.calibrator = Calibrator(self.executor, largest, accepted, latency, calibration_dir, seed)
-        self._kept_planner: Planner | None = None  # learn_across_calls: the planner of every call
+        self._kept_planner: SourceChooser | None = None  # learn_across_calls: the planner of every call
 
     @property
     def is_auto(self) -> bool:
@@ -244,12 +245,12 @@ class LookaheadDecoder:
         (e.g. a ``SamplingVerifier``'s ``do_sample=True`` and ``temperature``), under a call's own."""
         return self.verifier.generation_defaults() if self._verifier_given else {}
 
-    def _planner(self, proposer: Proposer, rows: int) -> Planner:
+    def _planner(self, proposer: Proposer, rows: int) -> SourceChooser:
         """A call's planner (``proposer``: a started row proposer): a new one, or with
         ``learn_across_calls`` the decoder's one (made on first use)."""
         batch_latency = self.calibrator.batch_latency(rows)
         if self._kept_planner is None or not self.options.learn_across_calls:
-            planner = new_planner(self.options, self.calibrator.one_row(), proposer, batch_latency)
+            planner = new_planner(self.options, self.calibrator.one_row(), proposer, batch_latency, self.pool)
             self._kept_planner = planner if self.options.learn_across_calls else None
             return planner
         self._kept_planner.batch_latency = batch_latency

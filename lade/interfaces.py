@@ -78,11 +78,14 @@ class NGramPool(ABC):
     """Stores n-grams and serves the candidates to verify after the committed tokens.
 
     ``key_length`` is how many of the last committed tokens ``candidates`` wants as context;
-    ``reads_logits``: whether the loop passes it every step's logits (``observe_logits``).
+    ``reads_logits``: whether the loop passes it every step's logits (``observe_logits``);
+    ``fed_by_branch``: whether it keeps the lookahead branch's n-grams (``add``), so that the auto
+    planner only credits the branch to sources it feeds.
     """
 
     key_length: int = 1
     reads_logits: bool = False
+    fed_by_branch: bool = True
 
     @abstractmethod
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:

@@ -31,6 +31,7 @@ from lade.slots import KeySlots
 from lade.timer import StageTimer
 from lade.trie import trie_sizes
 from lade.verification_branch import verification_branch
+from pools.combined import draft_sources
 
 
 def decode(session: DecodingSession, executor: StepExecutor) -> None:
@@ -62,8 +63,7 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
     while active:
         step_started = timer.now()
         contexts = [row.committed[-key_length:] for row in active]
-        offered = [row.pool.candidates(c, options.guess) for row, c in zip(active, contexts, strict=True)]
-        plan = _plan(session, active, contexts, offered, slots.length + 1)
+        plan, offered = _plan(session, active, contexts, slots.length + 1)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
         lasts = [row.committed[-1] for row in active]
         branch = verification_branch(lasts, offered, guesses, plan.length, options.token_tree, device)
@@ -136,27 +136,45 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         active = [active[i] for i in still]
 
 
-def _plan(session: DecodingSession, active, contexts, offered, context: int) -> StepPlan:
-    """The step's plan: the planner's (per-row records, one plan, paced by the rows with the most
-    tokens left: the batch ends when they do) when any of W, N, G is auto, else everything offered,
-    up to the most any row offers. ``context``: tokens in the cache once the step's root is fed."""
+def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[StepPlan, list]:
+    """The step's plan and the candidates it verifies, per row. Without a planner (fixed W, N, G):
+    everything the pool offers, up to the most any row offers. With one (any of W, N, G auto): every
+    draft source's candidates (``pools.combined.draft_sources``) offered to its planner, each
+    planner's best plan (per-row records, one plan for the batch, paced by the rows with the most
+    tokens left: the batch ends when they do), and the plan of the highest predicted rate run
+    (``lade.source_choice``). ``context``: tokens in the cache once the step's root is fed."""
     planner, options = session.planner, session.options
     if planner is None:
+        offered = [row.pool.candidates(c, options.guess) for row, c in zip(active, contexts, strict=True)]
         most = max(len(continuations) for continuations in offered)
-        return StepPlan(True, most, options.candidate_length, 0.0, 0.0, options.window)
-    confidences = []
-    for i, (row, context_tokens, continuations) in enumerate(zip(active, contexts, offered, strict=True)):
-        confidence = row.pool.confidence(context_tokens, continuations)
-        harvested = row.pool.harvested(context_tokens, continuations)
-        planner.offer(len(row.committed), continuations, harvested, confidence, row=i)
-        confidences.append(confidence)
+        return StepPlan(True, most, options.candidate_length, 0.0, 0.0, options.window), offered
     left = [session.settings.max_new_tokens - len(row.generated) for row in active]
     behind = [tokens == max(left) for tokens in left]
-    fed = None
-    if options.token_tree:  # a batch row feeds as many as the largest trie
-        sizes = [trie_sizes(c, options.guess, options.candidate_length) for c in offered]
-        fed = [[max(column) for column in zip(*rows, strict=True)] for rows in zip(*sizes, strict=True)]
-    return planner.plan([len(c) for c in offered], confidences, context, behind, fed)
+    plans, offers = [], []
+    for source in range(len(planner.planners)):
+        offered, confidences = [], []
+        for i, (row, context_tokens) in enumerate(zip(active, contexts, strict=True)):
+            pool = draft_sources(row.pool)[source]
+            context_tokens = context_tokens[-pool.key_length :]
+            continuations = pool.candidates(context_tokens, options.guess)
+            confidence = pool.confidence(context_tokens, continuations)
+            harvested = pool.harvested(context_tokens, continuations)
+            planner.offer(source, len(row.committed), continuations, harvested, confidence, row=i)
+            offered.append(continuations)
+            confidences.append(confidence)
+        fed = None
+        if options.token_tree:  # a batch row feeds as many as the largest trie
+            sizes = [trie_sizes(c, options.guess, options.candidate_length) for c in offered]
+            fed = [[max(column) for column in zip(*rows, strict=True)] for rows in zip(*sizes, strict=True)]
+        plans.append(planner.choose(source, [len(c) for c in offered], confidences, context, behind, fed))
+        offers.append(offered)
+    chosen = planner.adopt(plans)
+    if len(plans) > 1:  # which source each step verified ("plain": none, and no branch)
+        ran = plans[chosen]
+        session.metrics.source_steps[
+            active[0].pool.names[chosen] if ran.guesses or ran.branch else "plain"
+        ] += 1
+    return plans[chosen], offers[chosen]
 
 
 def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:

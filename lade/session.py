@@ -24,7 +24,9 @@ from lade.generation import CallSettings
 from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.options import AUTO_WINDOWS, DecodingOptions
 from lade.sequence import SequenceState, new_row
+from lade.source_choice import SourceChooser
 from lade.types import DecodingMetrics
+from pools.combined import draft_sources
 from strategies.greedy import GreedyVerifier
 from strategies.sampling import SamplingVerifier
 
@@ -47,7 +49,7 @@ class DecodingSession:
     options: DecodingOptions
     rows: list[SequenceState]
     verifier: Verifier
-    planner: Planner | None
+    planner: SourceChooser | None
     metrics: DecodingMetrics
     buffers: MaskBuffers = field(default_factory=MaskBuffers)
 
@@ -59,7 +61,7 @@ def open_session(
     pool: NGramPool,
     verifier: Verifier,
     generator: torch.Generator | None,
-    make_planner: Callable[[Proposer, int], Planner] | None = None,
+    make_planner: Callable[[Proposer, int], SourceChooser] | None = None,
 ) -> DecodingSession:
     """A call's session: every row started (its proposer on its prompt, its pool seeded), and the
     planner ``make_planner(a started row proposer, rows)`` gives, started for the call's rows (None:
@@ -89,26 +91,38 @@ def open_session(
 
 
 def new_planner(
-    options: DecodingOptions, latency: LatencyModel, proposer: Proposer, batch_latency: BatchLatency | None
-) -> Planner:
-    """A planner for the auto choices of ``options``, pricing steps with ``latency`` (one row) and
-    ``batch_latency`` (batches, or None); ``proposer``: one like the rows' (whether it has a branch,
-    whether its window can be resized)."""
+    options: DecodingOptions,
+    latency: LatencyModel,
+    proposer: Proposer,
+    batch_latency: BatchLatency | None,
+    pool: NGramPool | None = None,
+) -> SourceChooser:
+    """The planners for the auto choices of ``options``, one per draft source of ``pool``
+    (``pools.combined.draft_sources``; one for an ordinary pool or None), pricing steps with
+    ``latency`` (one row) and ``batch_latency`` (batches, or None); ``proposer``: one like the rows'
+    (whether it has a branch, whether its window can be resized). A source the branch does not feed
+    gets a planner without the branch."""
     window = options.window if proposer.lookahead_branch().num_levels else 0
     sizes = AUTO_WINDOWS if options.auto_window and proposer.resizable else (window,)
-    planner = Planner(
-        latency,
-        window=window,
-        branch_levels=options.ngram - 1,
-        max_guess=options.guess,
-        max_length=options.candidate_length,
-        auto_window=options.auto_window,
-        auto_guess=options.auto_guess,
-        auto_length=options.auto_ngram,
-        windows=sizes,  # the planner keeps those up to `window`
-    )
-    planner.batch_latency = batch_latency
-    return planner
+    sources = [None] if pool is None else draft_sources(pool)
+    planners = []
+    for source in sources:
+        fed = source is None or source.fed_by_branch or len(sources) == 1
+        planner = Planner(
+            latency,
+            window=window if fed else 0,
+            branch_levels=options.ngram - 1,
+            max_guess=options.guess,
+            max_length=options.candidate_length,
+            auto_window=options.auto_window,
+            auto_guess=options.auto_guess,
+            auto_length=options.auto_ngram,
+            windows=sizes,  # the planner keeps those up to `window`
+        )
+        planners.append(planner)
+    chooser = SourceChooser(planners)
+    chooser.batch_latency = batch_latency
+    return chooser
 
 
 def verifier_for(verifier: Verifier, do_sample: bool, generator: torch.Generator | None) -> Verifier:

@@ -91,7 +91,8 @@ class DecodingMetrics:
     ``accepted_histogram[k]`` is the number of steps that committed ``k`` tokens (1..N). ``time_s``
     splits the wall time of the decoding steps into stages (``STEP_STAGES``: pool lookup, propose,
     mask, forward, verify, update, cache commit); ``prefill_s`` and ``total_s`` are wall times of the
-    prefill and of the whole call.
+    prefill and of the whole call. ``source_steps`` counts, under auto with several draft sources
+    (``pools.CombinedPool``), the forward passes that verified each source's candidates.
     """
 
     new_tokens: int = 0
@@ -106,6 +107,7 @@ class DecodingMetrics:
     verification_sizes: list[int] = field(default_factory=list)  # [steps] of which the verification branch
     branch_steps: int = 0
     step_times_s: list[float] = field(default_factory=list)  # [forward_passes] wall time of each step
+    source_steps: Counter = field(default_factory=Counter)  # forward passes per draft source (auto)
 
     @property
     def compression_ratio(self) -> float:

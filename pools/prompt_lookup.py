@@ -17,6 +17,8 @@ class PromptLookupPool(NGramPool):
     without lookahead branch (``proposer=prompt_lookup``) for the classic method.
     """
 
+    fed_by_branch = False
+
     def __init__(self, ngram: int, max_match: int = 3, min_match: int = 1):
         if isinstance(ngram, bool) or not isinstance(ngram, int) or ngram < 2:
             raise ValueError(f"ngram must be an integer >= 2, got {ngram!r}")

@@ -75,6 +75,8 @@ class SuffixTreePool(NGramPool):
         persistent: keep the global index across ``generate`` calls.
     """
 
+    fed_by_branch = False
+
     def __init__(
         self,
         ngram: int,

@@ -38,6 +38,7 @@ class TokenRecyclingPool(NGramPool):
     """
 
     reads_logits = True
+    fed_by_branch = False
 
     def __init__(
         self,

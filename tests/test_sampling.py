@@ -11,7 +11,7 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from lade import LookaheadDecoder
 from lade.calibration import LatencyModel
 from lade.types import Candidates
-from pools import BucketedNGramPool
+from pools import BucketedNGramPool, CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import SamplingVerifier
 
 # ---------------------------------------------------------------- the acceptance rule on hand-made rows
@@ -140,20 +140,24 @@ def exact_first_tokens(model, prompt: torch.Tensor, settings: dict, length: int 
 
 
 SETTINGS = [
-    ({"temperature": 1.0}, (5, 4, 5)),
-    ({"temperature": 0.7}, ("auto", 4, "auto")),  # planner on a flat latency curve: verifies candidates
-    ({"temperature": 0.7, "top_p": 0.9}, (3, 3, 3)),
-    ({"top_k": 5, "repetition_penalty": 1.3}, (4, 4, 2)),
+    ({"temperature": 1.0}, (5, 4, 5), "bucketed"),
+    ({"temperature": 0.7}, ("auto", 4, "auto"), "bucketed"),  # planner on a flat latency curve
+    ({"temperature": 0.7}, ("auto", 4, "auto"), "combined"),  # the planner choosing among sources
+    ({"temperature": 0.7, "top_p": 0.9}, (3, 3, 3), "bucketed"),
+    ({"top_k": 5, "repetition_penalty": 1.3}, (4, 4, 2), "bucketed"),
 ]
 
 
-@pytest.mark.parametrize(("settings", "wng"), SETTINGS)
-def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng):
+@pytest.mark.parametrize(("settings", "wng", "pool_kind"), SETTINGS)
+def test_lookahead_sampling_matches_plain_sampling(small_model, settings, wng, pool_kind):
     prompt = torch.tensor([[3, 7, 5, 3, 7, 5, 3, 7, 5, 3, 7]])
     expected = exact_first_tokens(small_model, prompt, settings)
     window, ngram, guess = wng
     capacity = 5 if guess == "auto" else guess
     pool = BucketedNGramPool(ngram, capacity=capacity, seed_prompt=True, seed_output=True, persistent=True)
+    if pool_kind == "combined":  # every source kept across the calls, as the n-gram pool is
+        suffix = SuffixTreePool(ngram, persistent=True)
+        pool = CombinedPool({"ngrams": pool, "suffix_tree": suffix, "recycled": TokenRecyclingPool(ngram)})
     flat = LatencyModel((1, 128), (1.0, 1.01))
     # many short calls: an auto planner needs the records of earlier calls to trust candidates
     decoder = LookaheadDecoder(

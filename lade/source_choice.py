@@ -1,0 +1,81 @@
+"""The auto planner over several draft sources: which source's candidates a step verifies.
+
+A pool may hold several draft sources (``pools.CombinedPool``: the lookahead branch's n-gram pool, a
+suffix tree, Token Recycling's table, ...). Each source gets a ``Planner`` of its own, with its own
+counterfactual acceptance records: every step, every source's candidates are offered to its planner
+and scored once the output has grown past them, whether or not they were verified. So each planner
+predicts, every step, the tokens per second its source would give (its best (W, g, l) on the latency
+curve); the step runs the plan with the highest predicted rate, and only the chosen planner's branch
+state advances as having run. A source the branch does not feed (``NGramPool.fed_by_branch``) has a
+planner without a branch, so the branch runs only for the sources whose candidates it grows.
+
+An ordinary pool is one source: the chooser then just runs its planner's plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lade.acceptance import AcceptanceStats
+from lade.autotune import Planner, StepPlan
+
+NOT_RUN = StepPlan(False, 0, 1, 0.0, 1.0)  # what a planner whose source was not chosen is told ran
+
+
+class SourceChooser:
+    """One ``Planner`` per draft source (``planners``, in the pool's source order); the step's plan is
+    the one of the highest predicted tokens per second (ties: the first source)."""
+
+    def __init__(self, planners: Sequence[Planner]):
+        if not planners:
+            raise ValueError("a source chooser needs at least one planner")
+        self.planners = list(planners)
+        self.chosen: list[int] = []  # the source each step verified, in step order (for the metrics)
+
+    @property
+    def stats(self) -> AcceptanceStats:
+        """The first source's records of all offers of row 0."""
+        return self.planners[0].stats
+
+    @property
+    def batch_latency(self):
+        return self.planners[0].batch_latency
+
+    @batch_latency.setter
+    def batch_latency(self, curve) -> None:
+        for planner in self.planners:
+            planner.batch_latency = curve
+
+    def start(self, rows: int = 1) -> None:
+        """A call of ``rows`` rows begins (``Planner.start`` of every source)."""
+        self.chosen = []
+        for planner in self.planners:
+            planner.start(rows)
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        for planner in self.planners:
+            planner.keep_rows(rows)
+
+    def offer(self, source: int, *args, **kwargs) -> None:
+        """``Planner.offer`` of ``source``'s planner."""
+        self.planners[source].offer(*args, **kwargs)
+
+    def resolve(self, sequence: Sequence[int], final: bool = False, row: int = 0) -> None:
+        """Score every source's offers that ``row``'s committed ``sequence`` now covers."""
+        for planner in self.planners:
+            planner.resolve(sequence, final, row)
+
+    def choose(self, source: int, *args, **kwargs) -> StepPlan:
+        """``Planner.choose`` of ``source``'s planner (no state changes)."""
+        return self.planners[source].choose(*args, **kwargs)
+
+    def adopt(self, plans: Sequence[StepPlan]) -> int:
+        """The step runs the best of ``plans`` (one per source, from ``choose``): the index of its
+        source. Every planner is told what ran for it (the chosen plan, or ``NOT_RUN``)."""
+        if len(plans) != len(self.planners):
+            raise ValueError(f"{len(plans)} plans for {len(self.planners)} sources")
+        best = max(range(len(plans)), key=lambda s: (plans[s].rate, -s))
+        for source, planner in enumerate(self.planners):
+            planner.adopt(plans[source] if source == best else NOT_RUN)
+        self.chosen.append(best)
+        return best

@@ -1,0 +1,119 @@
+"""Several draft sources behind one pool (``pools.combined``) and the planner choosing among them step by
+step (``lade.source_choice``): the pool's plumbing, the choice against hand-made records, and decoding
+with every source against HF greedy (architectures, auto and fixed, batches)."""
+
+import pytest
+import torch
+
+from lade import LookaheadDecoder
+from lade.autotune import Planner
+from lade.calibration import LatencyModel
+from lade.config import validate
+from lade.options import default_pool
+from lade.source_choice import SourceChooser
+from pools import CombinedPool, PromptLookupPool, SuffixTreePool, TokenRecyclingPool
+from tests.conftest import ARCHITECTURES, hf_greedy, prompt
+from tests.test_batch import hf_batched, left_padded
+from tests.test_config import compose_config
+
+FLAT = LatencyModel((1, 1024), (1.0, 1.05))  # extra tokens nearly free: candidates pay when they hold
+
+
+def every_source(ngram: int = 6, guess: int = 7) -> CombinedPool:
+    return CombinedPool(
+        {
+            "lookahead": default_pool(ngram, guess, auto=True),
+            "suffix_tree": SuffixTreePool(ngram, span=10),
+            "token_recycling": TokenRecyclingPool(ngram),
+        }
+    )
+
+
+def test_each_source_sees_what_the_loop_tells_a_pool():
+    sources = {"lookup": PromptLookupPool(4, max_match=2), "recycled": TokenRecyclingPool(4, (2, 1))}
+    pool = CombinedPool(sources)
+    assert pool.reads_logits and pool.persistent and pool.span == 3 and pool.key_length == 2
+    pool.start([1, 2, 3, 4, 5, 1, 2])
+    pool.observe_logits([2], torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 2.0]]))
+    pool.observe_logits([7], torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0]]))
+    offers = pool.offers([1, 2], 4)
+    assert offers == [[(3, 4, 5)], [(7, 8), (9,)]]  # prompt lookup after "1 2"; the table's tree after 2
+    # without a planner: the sources' candidates in turn, best first, no repeats, at most ``limit``
+    assert pool.candidates([1, 2], 4) == [(3, 4, 5), (7, 8), (9,)]
+    assert pool.candidates([1, 2], 2) == [(3, 4, 5), (7, 8)]
+    pool.observe([1, 2, 3, 4, 5, 1, 2, 3], 1)  # the lookup source follows the committed text
+    assert pool.offers([2, 3], 4)[0] == [(4, 5, 1)]
+
+
+def test_sources_must_agree_on_ngram_and_be_pools():
+    with pytest.raises(ValueError, match="different ngram"):
+        CombinedPool({"a": TokenRecyclingPool(4), "b": SuffixTreePool(5)})
+    with pytest.raises(ValueError, match="not an NGramPool"):
+        CombinedPool({"a": TokenRecyclingPool(4), "b": [1, 2]})
+    with pytest.raises(ValueError, match="at least one"):
+        CombinedPool({})
+
+
+def trained_planner(accepted_tokens: int, window: int = 0) -> Planner:
+    """A planner whose one-candidate offers were always accepted for ``accepted_tokens`` tokens."""
+    planner = Planner(FLAT, window=window, branch_levels=4, max_guess=1, max_length=4, min_records=4)
+    planner.start(1)
+    sequence = []
+    for _ in range(12):
+        planner.offer(len(sequence), [(1, 2, 3, 4)], [False])
+        sequence += [1, 2, 3, 4][:accepted_tokens] + [9] * (4 - accepted_tokens)
+        planner.resolve(sequence)
+    return planner
+
+
+def test_the_source_with_the_highest_predicted_rate_is_verified():
+    chooser = SourceChooser([trained_planner(1), trained_planner(3), trained_planner(2)])
+    plans = [chooser.choose(s, available=1) for s in range(3)]
+    assert [plan.predicted_tokens for plan in plans] == pytest.approx([2.0, 4.0, 3.0])
+    assert chooser.adopt(plans) == 1 and chooser.chosen == [1]
+    # a tie goes to the first source
+    tied = SourceChooser([trained_planner(2), trained_planner(2)])
+    assert tied.adopt([tied.choose(s, available=1) for s in range(2)]) == 0
+
+
+def test_only_the_chosen_planner_counts_its_branch_as_run():
+    with_branch = trained_planner(1, window=3)
+    chooser = SourceChooser([with_branch, trained_planner(3)])
+    plans = [chooser.choose(s, available=1) for s in range(2)]
+    assert chooser.adopt(plans) == 1
+    assert with_branch._branch_steps == 0 and with_branch._idle_steps == 1  # its branch did not run
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_source_under_auto_decodes_exactly(tiny_models, arch):
+    model = tiny_models(arch, "sdpa")
+    ids = prompt("repetitive", 5, length=24)
+    decoder = LookaheadDecoder(model, pool=every_source(), latency=FLAT)
+    result = decoder.generate(ids, max_new_tokens=48, eos_token_id=[])
+    assert torch.equal(result.sequences, hf_greedy(model, ids, 48))
+    used = result.metrics.source_steps
+    assert sum(used.values()) == result.metrics.forward_passes
+    assert set(used) - {"plain"}  # some steps verified a source's drafts
+    if arch in ("gpt2", "gemma3"):  # their tiny random models repeat enough for drafts to hold
+        assert result.metrics.steps < 46
+
+
+def test_every_source_with_fixed_settings_and_in_batches(tiny_models):
+    model = tiny_models("llama", "sdpa")
+    ids = prompt("random", 3, length=16)
+    fixed = LookaheadDecoder(model, 3, 6, 6, pool=every_source(6, 6))
+    result = fixed.generate(ids, max_new_tokens=40, eos_token_id=[])
+    assert torch.equal(result.sequences, hf_greedy(model, ids, 40))
+    assert not result.metrics.source_steps  # no planner: the sources' candidates in turn
+    batch, mask = left_padded([9, 14, 6], seed=2)
+    for decoder in (fixed, LookaheadDecoder(model, pool=every_source(), latency=FLAT)):
+        out = decoder.generate(batch, attention_mask=mask, max_new_tokens=32, eos_token_id=[])
+        assert torch.equal(out.sequences, hf_batched(model, batch, mask, 32))
+
+
+def test_the_combination_from_the_sweep_config():
+    cfg = compose_config("experiment=combined", "logger=none", "model=tiny")
+    pool = validate(cfg).pool
+    assert isinstance(pool, CombinedPool)
+    assert pool.names == ("lookahead", "suffix_tree", "token_recycling")
+    assert cfg.lookahead.window == "auto" and pool.span == 10
