@@ -18,7 +18,8 @@ SPEC_BENCH = "../shared/data/spec_bench/question.jsonl"  # --spec-bench's defaul
 DATASETS = {  # name -> Spec-Bench categories (None: HumanEval's raw prompts)
     "humaneval": None,
     "mt_bench": list(MT_BENCH_CATEGORIES),
-    "gsm8k": ["math_reasoning"],
+    "math_reasoning": ["math_reasoning"],  # Spec-Bench's GSM8K questions
+    "gsm8k": ["math_reasoning"],  # the same, by its source's name
     "summarization": ["summarization"],
     "translation": ["translation"],
     "qa": ["qa"],

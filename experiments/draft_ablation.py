@@ -1,0 +1,151 @@
+"""Draft sources side by side: lookahead's Jacobi branch, Token Recycling, the suffix tree, their
+combination under auto, against HF greedy and HF prompt lookup, on HumanEval and the six Spec-Bench
+categories (issue 17, item 5).
+
+    python experiments/draft_ablation.py --split dev --limit 2 \\
+        --methods hf_greedy,hf_prompt_lookup_k2,hf_prompt_lookup_k3,hf_prompt_lookup_k5,hf_prompt_lookup \\
+        --out experiments/results/draft_ablation/dev          # tune HF prompt lookup's K on dev prompts
+    python experiments/draft_ablation.py --split test --limit 4 \\
+        --tuned-lookup experiments/results/draft_ablation/dev/summary.csv   # the report, on test prompts
+    python experiments/draft_ablation.py --limit 1 --max-new-tokens 16 --datasets humaneval --out /tmp/d
+
+Methods (``--methods``; fixed ones at Jacobi W=7 N=5 G=7's budget of about 38 tokens fed per step):
+``hf_greedy`` (the reference), ``hf_prompt_lookup`` (K = 10, HF's default), ``hf_prompt_lookup_k{K}``,
+``hf_prompt_lookup_tuned`` (per dataset, the K with the highest speedup in ``--tuned-lookup``'s dev
+summary), ``jacobi`` (W=7 N=5 G=7, candidates as a token trie), ``token_recycling`` (the CPU draft tree,
+16 paths of up to 5 tokens), ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens),
+``combined`` (W=7 N=5 G=7 over the n-gram pool, the suffix tree and Token Recycling's table, their
+candidates in turn), ``auto`` (the default decoder) and ``auto_combined`` (auto choosing the source
+step by step, ``pools.CombinedPool``). Every prompt's rows are appended to ``records.csv`` under
+``--out`` as soon as they are measured (a rerun resumes); ``summary.csv`` and ``summary.md`` are
+rendered from all the records there (``lade.suite_report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from lade.bench_methods import greedy_options
+from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts
+from lade.decoding import LookaheadDecoder, default_pool
+from lade.machine import cpu_description
+from lade.suite import decoder_call, hf_call, run_suite
+from lade.suite_report import markdown, summarize
+from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
+from strategies import AutoregressiveProposer
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
+METHODS = "hf_greedy,hf_prompt_lookup,jacobi,token_recycling,suffix_tree,combined,auto,auto_combined"
+LOOKUP_KS = (2, 3, 5, 10)
+# Spec-Bench's public leaderboard (Vicuna-7B, A100, greedy, batch size 1): speedup (mean accepted tokens)
+PAPER_VALUES = (
+    "lookahead 1.34x (1.64), prompt lookup 1.66x (1.75), REST 1.48x (1.82), Token Recycling 2.22x (2.73)"
+)
+
+
+def every_source(ngram: int, guess: int, auto: bool) -> CombinedPool:
+    """The n-gram pool the branch fills, a suffix tree and Token Recycling's table: auto's (longer
+    candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens."""
+    return CombinedPool(
+        {
+            "lookahead": default_pool(ngram, guess, auto=auto, span=10 if auto else None),
+            "suffix_tree": SuffixTreePool(ngram, span=10 if auto else None),
+            "token_recycling": TokenRecyclingPool(ngram),
+        }
+    )
+
+
+def build(name: str, model, options: dict, lookup_k: int | None):
+    """The method called ``name`` (see the module docstring)."""
+    if name == "hf_greedy":
+        return hf_call(model, options, keep_logits=True)
+    if name.startswith("hf_prompt_lookup"):
+        k = {"hf_prompt_lookup": 10, "hf_prompt_lookup_tuned": lookup_k}.get(name)
+        k = int(name.rsplit("_k", 1)[1]) if k is None and "_k" in name else k
+        if k is None:
+            raise ValueError(f"{name} needs --tuned-lookup (a dev summary with hf_prompt_lookup_k* rows)")
+        return hf_call(model, options, prompt_lookup_num_tokens=k)
+    decoders = {
+        "jacobi": lambda: LookaheadDecoder(model, 7, 5, 7),
+        "token_recycling": lambda: LookaheadDecoder(
+            model, 1, 2, 16, proposer=AutoregressiveProposer(ngram=2), pool=TokenRecyclingPool(2)
+        ),
+        "suffix_tree": lambda: LookaheadDecoder(
+            model, 1, 5, 7, proposer=AutoregressiveProposer(ngram=5), pool=SuffixTreePool(5, span=10)
+        ),
+        "combined": lambda: LookaheadDecoder(model, 7, 5, 7, pool=every_source(5, 7, auto=False)),
+        "auto": lambda: LookaheadDecoder(model),
+        "auto_combined": lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True)),
+    }
+    if name not in decoders:
+        raise ValueError(f"unknown method {name!r}")
+    return decoder_call(decoders[name](), options)
+
+
+def tuned_ks(path: Path | None) -> dict[str, int]:
+    """Per dataset, the K of the fastest ``hf_prompt_lookup_k*`` / ``hf_prompt_lookup`` row of a dev
+    summary (ties: the smaller K); {} without one."""
+    if path is None:
+        return {}
+    summary = pd.read_csv(path)
+    lookup = summary[summary.method.str.startswith("hf_prompt_lookup")].copy()
+    lookup["k"] = [10 if m == "hf_prompt_lookup" else int(m.rsplit("_k", 1)[1]) for m in lookup.method]
+    lookup = lookup.sort_values(["dataset", "speedup", "k"], ascending=[True, False, True])
+    return {dataset: int(group.k.iloc[0]) for dataset, group in lookup.groupby("dataset")}
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_model_flags(parser)
+    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--split", default="test", choices=["dev", "test"])
+    parser.add_argument("--limit", type=int, default=4, help="prompts per dataset")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--tuned-lookup", type=Path, default=None, help="dev summary.csv to tune K on")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "draft_ablation")
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    model, tokenizer = load_bench_model(args)
+    options = greedy_options(model, args.max_new_tokens, eos_ids(model))
+    ks = tuned_ks(args.tuned_lookup)
+    names = args.methods.split(",")
+    datasets = args.datasets.split(",")
+    built = {}  # one method per (name, K): a decoder (and Token Recycling's table) serves every dataset
+    methods = {}
+    for dataset in datasets:
+        k = ks.get(dataset)
+        methods[dataset] = {n: built.setdefault((n, k), build(n, model, options, k)) for n in names}
+    prompts = {
+        d: load_prompts(d, tokenizer, args.limit, str(ROOT / SPEC_BENCH), split=args.split) for d in datasets
+    }
+    dtype = str(model.dtype).removeprefix("torch.")
+    labels = {"model": args.model, "dtype": dtype, "split": args.split}
+    warmup = torch.tensor([[1, 2, 3, 4] * 4])
+    run_suite(methods, prompts, args.out / "records.csv", labels, warmup)
+    summary = summarize(pd.read_csv(args.out / "records.csv"))
+    summary.to_csv(args.out / "summary.csv", index=False)
+    tuned = "".join(f" {d}={k}" for d, k in sorted(ks.items()))
+    (args.out / "summary.md").write_text(
+        f"# Draft sources side by side\n\n`python experiments/draft_ablation.py {' '.join(argv)}`".replace(
+            " `", "`"
+        )
+        + f" ({args.split} split, {args.max_new_tokens} new tokens). Machine: {cpu_description()}.\n"
+        + (f"HF prompt lookup's tuned K per dataset (dev split):{tuned}.\n" if ks else "")
+        + f"\nFor scale, {PAPER_VALUES} (Spec-Bench, Vicuna-7B, A100).\n\n"
+        + markdown(summary)
+        + "\n"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    main()

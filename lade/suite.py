@@ -1,0 +1,180 @@
+"""Paired, resumable benchmark runs: every method on every prompt, one CSV row per measurement.
+
+A suite runs named methods on the prompts of several datasets. On each prompt every method runs once,
+in an order that rotates from prompt to prompt (machine noise hits all methods alike), and every
+output is compared with HF greedy's (``REFERENCE``, first divergence and the reference's margin there:
+``lade.divergence``). The prompt's rows are appended to the records CSV as soon as its methods are
+done, so a run that dies loses at most the prompt it was on: run it again and it resumes at the next
+prompt not yet recorded (the rows say which; ``done_prompts``). Summaries with confidence intervals
+are ``lade.suite_report``'s.
+
+A method is a callable ``(input_ids [1, T]) -> Outcome``; ``hf_call`` and ``decoder_call`` make them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from lade.bench_timing import REFERENCE, rotated
+from lade.decoding import LookaheadDecoder
+from lade.divergence import compare, row_logits
+
+COLUMNS = (
+    "model",
+    "dtype",
+    "dataset",
+    "split",
+    "prompt",
+    "method",
+    "seconds",
+    "new_tokens",
+    "steps",
+    "tokens_fed",
+    "identical",
+    "near_tie",
+    "margin",
+    "sources",
+)
+
+
+@dataclass
+class Outcome:
+    """One call of a method on one prompt.
+
+    Attributes:
+        tokens: the new tokens.
+        steps: decoding steps (forward passes after the prefill for HF, counted when known; NaN if not).
+        tokens_fed: tokens fed over all steps (NaN for HF ``generate``).
+        logits: the reference's raw logits, one [V] tensor per new token (``REFERENCE`` only).
+        sources: steps per draft source under auto over several sources (``DecodingMetrics.source_steps``).
+    """
+
+    tokens: list[int]
+    steps: float = math.nan
+    tokens_fed: float = math.nan
+    logits: list[torch.Tensor] | None = None
+    sources: dict | None = None
+
+
+Method = Callable[[torch.Tensor], Outcome]
+
+
+def hf_call(model, options: dict, keep_logits: bool = False, **extra) -> Method:
+    """HF ``model.generate`` with ``options`` (``lade.bench_methods.greedy_options``) and ``extra``
+    (e.g. ``prompt_lookup_num_tokens``) as a method; ``keep_logits`` for the reference."""
+
+    def call(ids: torch.Tensor) -> Outcome:
+        out = model.generate(
+            ids.to(model.device),
+            attention_mask=torch.ones_like(ids).to(model.device),
+            return_dict_in_generate=True,
+            output_logits=keep_logits,
+            **options,
+            **extra,
+        )
+        tokens = out.sequences[0, ids.shape[1] :].tolist()
+        steps = len(tokens) if not extra else math.nan  # plain greedy: one forward of one token per token
+        logits = row_logits(out.logits, 0) if keep_logits else None
+        return Outcome(tokens, steps, steps, logits=logits)
+
+    return call
+
+
+def decoder_call(decoder: LookaheadDecoder, options: dict) -> Method:
+    """``decoder.generate`` with ``options`` as a method, with its steps, tokens fed and sources."""
+
+    def call(ids: torch.Tensor) -> Outcome:
+        result = decoder.generate(ids, attention_mask=torch.ones_like(ids), **options)
+        m = result.metrics
+        tokens = result.sequences[0, ids.shape[1] :].tolist()
+        return Outcome(tokens, m.steps, sum(m.step_sizes), sources=dict(m.source_steps) or None)
+
+    return call
+
+
+def done_prompts(path: Path) -> set[tuple[str, ...]]:
+    """``(model, dtype, dataset, split, prompt)`` of every prompt the records at ``path`` hold."""
+    if not path.exists():
+        return set()
+    with path.open(newline="") as handle:
+        return {tuple(row[c] for c in COLUMNS[:5]) for row in csv.DictReader(handle)}
+
+
+def run_suite(
+    methods: Mapping[str, Mapping[str, Method]],
+    prompts: Mapping[str, Sequence[torch.Tensor]],
+    path: Path,
+    labels: Mapping[str, str],
+    warmup: torch.Tensor,
+) -> int:
+    """Run ``methods[dataset]`` (name -> method, ``REFERENCE`` among them) on each of ``prompts[dataset]``
+    not yet recorded at ``path``, appending one row per method (``COLUMNS``; ``labels``: ``model``,
+    ``dtype``, ``split``). Each method is warmed up once on ``warmup`` [1, T] (untimed) before its
+    first timed call. Progress goes to stderr. Returns the prompts run."""
+    done = done_prompts(path)
+    warmed: set[int] = set()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not path.exists()
+    ran, started = 0, time.perf_counter()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        if fresh:
+            writer.writeheader()
+        for dataset, dataset_prompts in prompts.items():
+            named = methods[dataset]
+            if REFERENCE not in named:
+                raise ValueError(f"the methods of {dataset!r} need {REFERENCE!r}, the reference")
+            for index, ids in enumerate(dataset_prompts):
+                key = (labels["model"], labels["dtype"], dataset, labels["split"], str(index))
+                if key in done:
+                    continue
+                for method in named.values():
+                    if id(method) not in warmed:  # first calls pay for allocations and calibration
+                        method(warmup)
+                        warmed.add(id(method))
+                rows = _one_prompt(named, ids, index)
+                writer.writerows({**dict(zip(COLUMNS[:5], key, strict=True)), **row} for row in rows)
+                handle.flush()
+                ran += 1
+                elapsed = time.perf_counter() - started
+                print(
+                    f"{dataset} {index + 1}/{len(dataset_prompts)} ({ran} run, {elapsed:.0f} s)",
+                    file=sys.stderr,
+                )
+    return ran
+
+
+def _one_prompt(methods: Mapping[str, Method], ids: torch.Tensor, index: int) -> list[dict]:
+    """Every method once on ``ids``, in the order of prompt ``index``; the rows without the labels."""
+    outcomes, seconds = {}, {}
+    for name in rotated(list(methods), index):
+        t0 = time.perf_counter()
+        outcomes[name] = methods[name](ids)
+        seconds[name] = time.perf_counter() - t0
+    reference = outcomes[REFERENCE]
+    rows = []
+    for name, outcome in outcomes.items():
+        divergence = compare(reference.tokens, reference.logits, outcome.tokens)
+        rows.append(
+            {
+                "method": name,
+                "seconds": seconds[name],
+                "new_tokens": len(outcome.tokens),
+                "steps": outcome.steps,
+                "tokens_fed": outcome.tokens_fed,
+                "identical": divergence.identical,
+                "near_tie": divergence.near_tie(),
+                "margin": divergence.margin,
+                "sources": json.dumps(outcome.sources) if outcome.sources else "",
+            }
+        )
+    return rows

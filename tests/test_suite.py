@@ -1,0 +1,118 @@
+"""Paired, resumable benchmark runs (``lade.suite``), their summaries with bootstrap intervals
+(``lade.suite_report``) and the draft-source ablation built on them (experiments/draft_ablation.py)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lade import LookaheadDecoder
+from lade.bench_methods import greedy_options
+from lade.suite import REFERENCE, Outcome, decoder_call, done_prompts, hf_call, run_suite
+from lade.suite_report import bootstrap_ratio, markdown, summarize
+from tests.conftest import prompt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+LABELS = {"model": "tiny-random-llama", "dtype": "float32", "split": "test"}
+
+
+def test_bootstrap_interval_of_a_ratio_of_sums():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(1.0, 2.0, 40)
+    constant = bootstrap_ratio(base * 1.5, base)  # every pair has ratio 1.5: no spread at all
+    assert constant == pytest.approx((1.5, 1.5))
+    noisy = base * 1.5 * rng.uniform(0.8, 1.2, 40)
+    low, high = bootstrap_ratio(noisy, base)
+    assert low < noisy.sum() / base.sum() < high and high - low < 0.3
+    wider = bootstrap_ratio(noisy[:8], base[:8])  # fewer prompts: a wider interval
+    assert wider[1] - wider[0] > high - low
+    assert all(math.isnan(v) for v in bootstrap_ratio([1.0], [2.0]))
+
+
+@pytest.fixture()
+def methods(tiny_models):
+    model = tiny_models("llama", "sdpa")
+    options = greedy_options(model, 16, [])
+    return {
+        REFERENCE: hf_call(model, options, keep_logits=True),
+        "lookahead": decoder_call(LookaheadDecoder(model, 3, 3, 3), options),
+    }
+
+
+def test_a_suite_records_every_prompt_once_and_resumes_where_it_died(methods, tmp_path):
+    prompts = {"a": [prompt("repetitive", s, length=16) for s in (1, 2)], "b": [prompt("random", 3)]}
+    path = tmp_path / "records.csv"
+    calls = []
+
+    def dies_on_the_second_prompt(ids):
+        calls.append(ids)
+        if len(calls) == 3:  # warm-up, prompt 0, then prompt 1 of "a"
+            raise KeyboardInterrupt
+        return methods["lookahead"](ids)
+
+    dying = {REFERENCE: methods[REFERENCE], "lookahead": dies_on_the_second_prompt}
+    with pytest.raises(KeyboardInterrupt):
+        run_suite({"a": dying, "b": dying}, prompts, path, LABELS, prompt("random", 9))
+    assert done_prompts(path) == {("tiny-random-llama", "float32", "a", "test", "0")}  # prompt 0 kept
+    per_dataset = {"a": methods, "b": methods}
+    assert run_suite(per_dataset, prompts, path, LABELS, prompt("random", 9)) == 2  # resumes at prompt 1
+    assert run_suite(per_dataset, prompts, path, LABELS, prompt("random", 9)) == 0  # nothing left
+    records = pd.read_csv(path)
+    assert len(records) == 6 and set(records.method) == {REFERENCE, "lookahead"}
+    assert records.identical.all() and records.near_tie.all()  # fp32: exactly HF greedy
+    lookahead = records[records.method == "lookahead"]
+    assert (lookahead.tokens_fed > lookahead.steps).all()  # steps fed more than the root
+    summary = summarize(records)
+    reference = summary[summary.method == REFERENCE]
+    assert (reference.speedup == 1.0).all() and (reference.compression == 1.0).all()
+    assert list(summary.identical) == [2, 2, 1, 1]
+    assert "| tiny-random-llama | float32 | a |" in markdown(summary)
+
+
+def test_a_wrong_token_is_counted_as_neither_identical_nor_near_tie(methods, tmp_path):
+    def wrong(ids):
+        right = methods["lookahead"](ids)
+        return Outcome([right.tokens[0], (right.tokens[1] + 1) % 128, *right.tokens[2:]], right.steps)
+
+    path = tmp_path / "records.csv"
+    named = {REFERENCE: methods[REFERENCE], "wrong": wrong}
+    run_suite({"a": named}, {"a": [prompt("random", 4)]}, path, LABELS, prompt("random", 9))
+    row = pd.read_csv(path).set_index("method").loc["wrong"]
+    assert not row.identical and not row.near_tie and row.margin > 0.0
+
+
+def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_path):
+    import draft_ablation
+
+    quick = [
+        "--model",
+        "tiny-random-llama",
+        "--datasets",
+        "synthetic",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "12",
+    ]
+    dev_methods = "hf_greedy,hf_prompt_lookup_k2,hf_prompt_lookup"
+    dev = draft_ablation.main(
+        [*quick, "--methods", dev_methods, "--split", "dev", "--out", str(tmp_path / "dev")]
+    )
+    best = dev[dev.method.str.startswith("hf_prompt")].sort_values("speedup").method.iloc[-1]
+    expected_k = 10 if best == "hf_prompt_lookup" else 2
+    assert draft_ablation.tuned_ks(tmp_path / "dev" / "summary.csv") == {"synthetic": expected_k}
+    methods = (
+        "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,suffix_tree,combined,auto,auto_combined"
+    )
+    tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
+    test = draft_ablation.main([*quick, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
+    assert len(test) == 8 and (test.identical == 2).all()
+    text = (tmp_path / "test" / "summary.md").read_text()
+    assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
+    with pytest.raises(ValueError, match="needs --tuned-lookup"):
+        draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
