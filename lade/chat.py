@@ -119,6 +119,7 @@ def main(cfg: DictConfig) -> None:
         pool=instantiate(sized.pool),
         verifier=instantiate(sized.verifier),
         seed=cfg.seed,
+        calibration_dir=cfg.chat.get("calibration_dir"),
     )
     sys.stdout.write("lade chat: Ctrl-C stops an answer, Ctrl-D or /exit leaves, /reset forgets.\n")
     chat_session(decoder, tokenizer, cfg)

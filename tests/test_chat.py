@@ -17,10 +17,13 @@ def tokenizer():
     return lade.load_model("smollm2")[1]
 
 
-def test_piped_turns_stream_answers_with_stats_and_exit_on_eof():
+def test_piped_turns_stream_answers_with_stats_and_exit_on_eof(tmp_path):
     turns = "Hi!\nName a colour.\n"
+    # auto measures its latency curve into tmp_path: a curve measured beside the other test worker
+    # would be too steep, and cached in the user's home it would mislead every later auto run
+    overrides = ["max_new_tokens=12", "verifier=greedy", f"chat.calibration_dir={tmp_path}"]
     result = subprocess.run(
-        [sys.executable, "-m", "lade.chat", "max_new_tokens=12", "verifier=greedy"],
+        [sys.executable, "-m", "lade.chat", *overrides],
         input=turns,
         capture_output=True,
         text=True,
@@ -29,6 +32,7 @@ def test_piped_turns_stream_answers_with_stats_and_exit_on_eof():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count(" tokens/s, ") == 2 and result.stdout.count("tokens/step]") == 2
     assert "Traceback" not in result.stderr and "\033[" not in result.stdout  # no colour codes into a pipe
+    assert list(tmp_path.glob("smollm2*.json"))  # the curve went where it was told
 
 
 class FakeDecoder:
