@@ -19,6 +19,7 @@ from lade.autotune import is_auto
 from lade.decoding import AUTO_GUESS, AUTO_NGRAM, AUTO_WINDOW
 from lade.interfaces import EvictionPolicy, NGramPool, Proposer, Verifier
 from lade.model import check_model_name
+from lade.tracking import job_dir_name
 
 SCHEMA_NAME = "lade_schema"
 
@@ -63,8 +64,11 @@ class LadeSchema:
 
 
 def register_schemas() -> None:
-    """Make ``lade_schema`` available to the defaults list (idempotent)."""
+    """Make ``lade_schema`` available to the defaults list and the ``lade_job_dir`` resolver to the
+    sweep's job folders (``lade.tracking.job_dir_name``) (idempotent)."""
     ConfigStore.instance().store(name=SCHEMA_NAME, node=LadeSchema)
+    if not OmegaConf.has_resolver("lade_job_dir"):
+        OmegaConf.register_new_resolver("lade_job_dir", job_dir_name)
 
 
 @dataclass(frozen=True)

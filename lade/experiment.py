@@ -20,6 +20,7 @@ from lade.data import encode, left_pad, row_outputs
 from lade.decoding import LookaheadDecoder, default_pad_id
 from lade.divergence import Divergence, compare, row_logits
 from lade.divergence import summarize as summarize_divergences
+from lade.tracking import BatchCheckpoint
 from lade.types import STEP_STAGES
 
 WARMUP_TOKENS = 8
@@ -117,8 +118,16 @@ def describe(cfg: DictConfig) -> dict:
     }
 
 
-def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc: str = "prompts"):
-    """Run the job; return ``(metrics, prompt_rows, step_rows)``.
+def run_job(
+    cfg: DictConfig,
+    components: Components,
+    progress: bool = True,
+    desc: str = "prompts",
+    checkpoint: BatchCheckpoint | None = None,
+):
+    """Run the job; return ``(metrics, prompt_rows, step_rows)``. With a ``checkpoint`` each finished
+    batch is saved as it ends, and the batches it already holds are not run again (a job that died
+    resumes at its next batch).
 
     ``metrics`` sums over prompts: compression (new tokens / steps), tokens/s of lookahead and of
     the baseline, speedup as their ratio (over all prompts, and the median of per-batch ratios),
@@ -152,7 +161,11 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
     time_split = dict.fromkeys(STEP_STAGES, 0.0)
     # batches of `batch_size` consecutive prompts (left-padded); each prompt is one row of the results
     batches = [list(range(i, min(i + batch_size, len(encoded)))) for i in range(0, len(encoded), batch_size)]
-    for index, members in enumerate(tqdm(batches, desc=desc, disable=not progress, position=1, leave=False)):
+
+    def measure(index: int, members: list[int]) -> dict:
+        """One batch, both methods, their order alternating: its prompt and step rows, acceptance
+        histogram and step time split."""
+        batch_prompts, batch_steps, batch_histogram = [], [], {}
         ids, mask = left_pad([encoded[i] for i in members], pad)
         runs = {}
         for method in ("baseline", "lookahead") if index % 2 == 0 else ("lookahead", "baseline"):
@@ -175,7 +188,7 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
         for row, prompt_index in enumerate(members):
             m = result.row_metrics[row]
             share = 1 / len(members)  # each row is charged an equal share of the batch's time
-            prompt_rows.append(
+            batch_prompts.append(
                 {
                     "prompt": prompt_index,
                     "prompt_id": components.prompts[prompt_index].id,
@@ -203,13 +216,32 @@ def run_job(cfg: DictConfig, components: Components, progress: bool = True, desc
                     "branch_fraction": m.branch_steps / max(m.steps, 1),
                 }
             )
-            step_rows += [
+            batch_steps += [
                 {"prompt": prompt_index, "step": step, "tokens": tokens, "seconds": seconds}
                 for step, (tokens, seconds) in enumerate(zip(m.tokens_per_step, m.step_times_s, strict=True))
             ]
             for accepted, count in m.accepted_histogram.items():
-                histogram[accepted] = histogram.get(accepted, 0) + count
-        for stage, seconds in result.metrics.time_s.items():
+                batch_histogram[accepted] = batch_histogram.get(accepted, 0) + count
+        return {
+            "prompt_rows": batch_prompts,
+            "step_rows": batch_steps,
+            "histogram": batch_histogram,
+            "time_s": dict(result.metrics.time_s),
+        }
+
+    done = checkpoint.finished() if checkpoint is not None else {}
+    for index, members in enumerate(tqdm(batches, desc=desc, disable=not progress, position=1, leave=False)):
+        if index in done:  # measured before the job died: its rows as they were written
+            entry = done[index]
+        else:
+            entry = measure(index, members)
+            if checkpoint is not None:
+                checkpoint.save(index, entry)
+        prompt_rows += entry["prompt_rows"]
+        step_rows += entry["step_rows"]
+        for accepted, count in entry["histogram"].items():
+            histogram[int(accepted)] = histogram.get(int(accepted), 0) + count
+        for stage, seconds in entry["time_s"].items():
             time_split[stage] += seconds
 
     def total(key):

@@ -42,10 +42,26 @@ def _job_dirs(path: str | Path) -> list[Path]:
     return sorted(p.parent for p in path.rglob(METRICS_FILE))
 
 
+def _latest_per_overrides(job_dirs: list[Path]) -> list[Path]:
+    """The job folders less those superseded: of folders of one sweep (one parent) whose jobs ran the
+    same overrides (e.g. a numbered folder of an older sweep beside its folder named after its
+    overrides, ``lade.tracking.job_dir_name``), the most recently written."""
+    latest: dict[tuple, Path] = {}
+    for job_dir in job_dirs:
+        record = json.loads((job_dir / METRICS_FILE).read_text())
+        key = (job_dir.parent, tuple(record.get("overrides", [])) or (job_dir.name,))
+        kept = latest.get(key)
+        if kept is None or (job_dir / METRICS_FILE).stat().st_mtime > (kept / METRICS_FILE).stat().st_mtime:
+            latest[key] = job_dir
+    kept_dirs = set(latest.values())
+    return [job_dir for job_dir in job_dirs if job_dir in kept_dirs]
+
+
 def load_sweep(path: str | Path) -> pd.DataFrame:
-    """One row per job under ``path``: parameters, metrics, status, job directory."""
+    """One row per job under ``path`` (the latest of jobs of one sweep with the same overrides):
+    parameters, metrics, status, job directory."""
     rows = []
-    for job_dir in _job_dirs(path):
+    for job_dir in _latest_per_overrides(_job_dirs(path)):
         record = json.loads((job_dir / METRICS_FILE).read_text())
         metrics = {k: v for k, v in record.get("metrics", {}).items() if not isinstance(v, dict)}
         rows.append(
@@ -68,7 +84,7 @@ def load_sweep(path: str | Path) -> pd.DataFrame:
 
 def _load_tables(path: str | Path, filename: str) -> pd.DataFrame:
     frames = []
-    for job_dir in _job_dirs(path):
+    for job_dir in _latest_per_overrides(_job_dirs(path)):
         table = job_dir / filename
         if table.exists() and table.stat().st_size > 0:
             frame = pd.read_csv(table)

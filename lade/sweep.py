@@ -4,7 +4,9 @@ Multirun by default: each job (one point of the sweep) validates its config, run
 decoder and the model's own greedy decoding on the same prompts (``lade.experiment``), and writes
 its directory (``lade.tracking``); W&B mirrors it. A job that raises at run time is recorded as
 failed and the sweep goes on; a config error stops it before any model loads. Rerunning a sweep into
-the same directory (``hydra.sweep.dir=...``) skips the jobs that completed. At the end a summary
+the same directory (``hydra.sweep.dir=...``) skips the jobs that completed, and a job that died
+resumes at its next batch of prompts (``lade.tracking.BatchCheckpoint``); job folders are named after
+their overrides, so editing the swept lists keeps the finished jobs. At the end a summary
 table of all jobs is printed and written as ``summary.csv`` and ``summary.md`` in the sweep folder.
 """
 
@@ -25,7 +27,7 @@ from tqdm.auto import tqdm
 from lade.config import register_schemas, validate
 from lade.experiment import describe, run_job
 from lade.results import load_sweep, summary_table
-from lade.tracking import LocalRecorder
+from lade.tracking import BatchCheckpoint, LocalRecorder
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -43,11 +45,13 @@ def run_sweep_job(cfg: DictConfig) -> float:
         return done["metrics"]["tokens_per_s"]
 
     components = validate(cfg)  # a config error propagates: every job would hit it
+    checkpoint = BatchCheckpoint(job_dir, overrides)  # a job that dies resumes at its next batch
     record = {"status": "running", "job": hydra_cfg.job.num, "overrides": overrides, "params": describe(cfg)}
     prompts, steps = [], []
     started = time.perf_counter()
     try:
-        record["metrics"], prompts, steps = run_job(cfg, components, desc=f"job {hydra_cfg.job.num} {name}")
+        desc = f"job {hydra_cfg.job.num} {name}"
+        record["metrics"], prompts, steps = run_job(cfg, components, desc=desc, checkpoint=checkpoint)
         record["status"] = "completed"
     except Exception as err:  # recorded, not raised: one bad job must not cost the rest of the sweep
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
@@ -55,6 +59,8 @@ def run_sweep_job(cfg: DictConfig) -> float:
         print(f"[job {hydra_cfg.job.num}] {name}: FAILED: {record['error']}")
     record["wall_s"] = time.perf_counter() - started
     recorder.write(cfg, record, prompts, steps)
+    if record["status"] == "completed":
+        checkpoint.remove()
     sweep_dir = Path(hydra_cfg.sweep.dir)
     components.logger.log_job(
         job_dir=job_dir,

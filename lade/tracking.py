@@ -3,12 +3,15 @@
 Each job directory holds ``config.yaml`` (resolved), ``metrics.json`` (status, parameters,
 summary metrics), ``prompts.csv`` (one row per prompt) and ``steps.csv`` (one row per decoding
 step). ``metrics.json`` is written last and atomically, so its presence with ``status: completed``
-means the job finished; a rerun into the same directory skips such jobs.
+means the job finished; a rerun into the same directory skips such jobs. A sweep's job directories
+are named after their overrides (``job_dir_name``), not their index, so a sweep whose lists were
+edited reruns into the same folder without overwriting the jobs that are still in it.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import warnings
@@ -17,6 +20,18 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 METRICS_FILE = "metrics.json"
+LONGEST_JOB_DIR = 120  # characters; longer override lists are cut and hashed
+
+
+def job_dir_name(override_dirname: str) -> str:
+    """A sweep job's folder name from its overrides as Hydra joins them (``hydra.job.override_dirname``:
+    ``key=value`` items sorted and joined by commas): that text with ``/`` made ``_``, ``defaults``
+    when there are none, and past ``LONGEST_JOB_DIR`` characters its first 100 and a hash of the whole
+    (distinct override lists keep distinct folders)."""
+    name = override_dirname.replace("/", "_") or "defaults"
+    if len(name) > LONGEST_JOB_DIR:
+        name = f"{name[:100]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    return name
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -56,6 +71,49 @@ class LocalRecorder:
         _write_csv(self.job_dir / "prompts.csv", prompts)
         _write_csv(self.job_dir / "steps.csv", steps)
         _write_atomic(self.job_dir / METRICS_FILE, json.dumps(record, indent=2, default=str))
+
+
+class BatchCheckpoint:
+    """A job's finished batches, one JSON line each (``checkpoint.jsonl`` in its directory), so a job
+    that dies resumes at its next batch: the first line names the job's overrides, and lines written
+    under other overrides are ignored. Removed once the job's results are written."""
+
+    FILE = "checkpoint.jsonl"
+
+    def __init__(self, job_dir: str | Path, overrides: list[str]):
+        self.path = Path(job_dir) / self.FILE
+        self.overrides = list(overrides)
+
+    def finished(self) -> dict[int, dict]:
+        """Batch index -> what ``save`` stored for it; {} without a checkpoint of these overrides."""
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return {}
+        if not lines or json.loads(lines[0]).get("overrides") != self.overrides:
+            return {}
+        done = {}
+        for line in lines[1:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short when the job died
+                break
+            done[entry["batch"]] = entry
+        return done
+
+    def save(self, batch: int, entry: dict) -> None:
+        """Append batch ``batch``'s results (JSON-serialisable ``entry``), flushed to disk."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.finished()
+        with self.path.open("w" if fresh else "a") as handle:
+            if fresh:
+                handle.write(json.dumps({"overrides": self.overrides}) + "\n")
+            handle.write(json.dumps({"batch": batch, **entry}, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class NullLogger:

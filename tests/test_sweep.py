@@ -1,6 +1,8 @@
 """`python -m lade.sweep` end to end in a subprocess, on a tiny random model."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lade.results import load_prompts, load_steps, load_sweep
-from lade.tracking import WandbLogger
+from lade.tracking import BatchCheckpoint, WandbLogger, job_dir_name
 
 
 def sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -60,6 +62,72 @@ def test_rerun_skips_completed_jobs(two_job_sweep):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert rerun.stdout.count("completed before, skipped") == 2
     assert [p.stat().st_mtime_ns for p in sorted(path.glob("*/metrics.json"))] == before
+
+
+def test_editing_a_sweep_list_keeps_the_finished_jobs(tmp_path):
+    first = sweep(tmp_path, "logger=none", "window=2,3", "ngram=3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(p.parent.name for p in tmp_path.glob("*/metrics.json")) == [
+        "experiment=quick,logger=none,ngram=3,window=2",
+        "experiment=quick,logger=none,ngram=3,window=3",
+    ]  # folders named after their overrides (sorted, as Hydra joins them), not their index
+    edited = sweep(tmp_path, "logger=none", "window=3,4", "ngram=3")
+    assert edited.returncode == 0, edited.stderr[-3000:]
+    assert edited.stdout.count("completed before, skipped") == 1  # window=3 ran before
+    frame = load_sweep(tmp_path)
+    assert sorted(frame["window"]) == [2, 3, 4] and (frame["status"] == "completed").all()
+    # an older sweep's numbered folder of the same job (before folders were named after overrides)
+    # is superseded by the newer one, in jobs and in per-prompt rows alike
+    old = tmp_path / "0"
+    shutil.copytree(tmp_path / "experiment=quick,logger=none,ngram=3,window=2", old)
+    os.utime(old / "metrics.json", (1, 1))
+    assert sorted(load_sweep(tmp_path)["window"]) == [2, 3, 4]
+    assert len(load_prompts(tmp_path)) == 3 * 4
+
+
+def test_a_job_that_died_resumes_at_its_next_batch(tmp_path):
+    from lade.config import validate
+    from lade.experiment import run_job
+    from tests.test_config import compose_config
+
+    cfg = compose_config("experiment=quick", "logger=none")
+    checkpoint = BatchCheckpoint(tmp_path, ["window=2"])
+    _, first, _ = run_job(cfg, validate(cfg), progress=False, checkpoint=checkpoint)
+    lines = checkpoint.path.read_text().splitlines()
+    assert len(lines) == 1 + len(first)  # the overrides, then one line per batch (one prompt each)
+    checkpoint.path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # died while writing batch 2
+    metrics, resumed, steps = run_job(cfg, validate(cfg), progress=False, checkpoint=checkpoint)
+    assert resumed[:2] == first[:2]  # batches 0 and 1 come from the checkpoint, seconds and all
+    assert [r["seconds"] for r in resumed[2:]] != [r["seconds"] for r in first[2:]]  # timed again
+    assert metrics["prompts"] == len(first) and len(steps) == sum(r["steps"] for r in resumed)
+    assert BatchCheckpoint(tmp_path, ["window=3"]).finished() == {}  # another job's checkpoint
+
+
+def test_a_sweep_through_the_submitit_launcher(tmp_path):
+    """``hydra/launcher=submitit_local`` runs each job as a submitit job (pickled, in its own process),
+    the code path ``submitit_slurm`` takes on a cluster: scaling out is a launcher override."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    result = sweep(
+        tmp_path,
+        "logger=none",
+        "window=2,3",
+        "ngram=3",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+        "hydra.launcher.cpus_per_task=1",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    frame = load_sweep(tmp_path)
+    assert sorted(frame["window"]) == [2, 3] and (frame["status"] == "completed").all()
+    assert (frame["identical"] == frame["prompts"]).all()
+    assert list(tmp_path.glob(".submitit/*/*_result.pkl"))  # the jobs went through submitit
+
+
+def test_job_folder_names():
+    assert job_dir_name("") == "defaults"
+    assert job_dir_name("data.path=/a/b.jsonl,window=3") == "data.path=_a_b.jsonl,window=3"
+    long_a, long_b = "x=" + "a" * 200, "x=" + "a" * 199 + "b"
+    assert len(job_dir_name(long_a)) <= 120 and job_dir_name(long_a) != job_dir_name(long_b)
 
 
 def test_a_crashing_job_is_recorded_and_the_sweep_goes_on(tmp_path):
