@@ -15,13 +15,13 @@ A number written with d decimals is backed when some number in a result file rou
 decimals, half-even or half-up (a value written with d decimals rounds to itself). Result files are
 the files under experiments/results/ tracked by git (``git ls-files``; .csv, .md, .json, .txt; every
 number the text holds, which for a CSV includes every cell), except the per-step and per-prompt
-records of a run (``steps.csv``, ``prompts.csv``, ``*_per_prompt.csv``): their thousands of raw
-seconds and per-prompt ratios match almost any three-decimal number by chance (an unbacked 0.238x
-matched a step's 0.2383 s). Tables are held to more, since two-decimal numbers are otherwise backed
-by chance: a table row that links a result file or folder must be backed by that folder (a linked
-file's folder), and the other speedups of one table must all be backed by one and the same result
-file (a table copies one result). Numbers the READMEs attribute to the paper or its authors are
-exempt, one entry of ``QUOTED`` each, matched by their line.
+records of a run (``steps.csv``, ``prompts.csv``, ``records.csv``, ``*_per_prompt.csv``): their
+thousands of raw seconds and per-prompt ratios match almost any three-decimal number by chance (an
+unbacked 0.238x matched a step's 0.2383 s). Tables are held to more, since two-decimal numbers are
+otherwise backed by chance: a table row that links a result file or folder must be backed by that
+folder (a linked file's folder), and the other speedups of one table must all be backed by one and
+the same result file (a table copies one result). Numbers the READMEs attribute to the paper or its
+authors are exempt, one entry of ``QUOTED`` each, matched by their line.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 READMES = ("README.md", "experiments/README.md")
 RESULTS = "experiments/results"
 RESULT_SUFFIXES = (".csv", ".md", ".json", ".txt")
-RECORDS = re.compile(r"(^|/)(steps|prompts)\.csv$|_per_prompt\.csv$")  # one row per step or prompt
+RECORDS = re.compile(r"(^|/)(steps|prompts|records)\.csv$|_per_prompt\.csv$")  # one row per step or prompt
 
 # (number as written, text on its line, where the number comes from): quoted, not measured here.
 QUOTED = (  # experiments/README.md's "paper (headline)" column and the note quoting its sources
