@@ -35,7 +35,7 @@ from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_mo
 from lade.decoding import LookaheadDecoder, default_pool
 from lade.machine import cpu_description
 from lade.suite import decoder_call, hf_call, run_suite
-from lade.suite_report import markdown, summarize
+from lade.suite_report import markdown, summarize, tuned_lookup_ks
 from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
@@ -88,18 +88,6 @@ def build(name: str, model, options: dict, lookup_k: int | None):
     return decoder_call(decoders[name](), options)
 
 
-def tuned_ks(path: Path | None) -> dict[str, int]:
-    """Per dataset, the K of the fastest ``hf_prompt_lookup_k*`` / ``hf_prompt_lookup`` row of a dev
-    summary (ties: the smaller K); {} without one."""
-    if path is None:
-        return {}
-    summary = pd.read_csv(path)
-    lookup = summary[summary.method.str.startswith("hf_prompt_lookup")].copy()
-    lookup["k"] = [10 if m == "hf_prompt_lookup" else int(m.rsplit("_k", 1)[1]) for m in lookup.method]
-    lookup = lookup.sort_values(["dataset", "speedup", "k"], ascending=[True, False, True])
-    return {dataset: int(group.k.iloc[0]) for dataset, group in lookup.groupby("dataset")}
-
-
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,7 +104,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     args = parser.parse_args(argv)
     model, tokenizer = load_bench_model(args)
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
-    ks = tuned_ks(args.tuned_lookup)
+    ks = tuned_lookup_ks(pd.read_csv(args.tuned_lookup)) if args.tuned_lookup else {}
     names = args.methods.split(",")
     datasets = args.datasets.split(",")
     built = {}  # one method per (name, K): a decoder (and Token Recycling's table) serves every dataset

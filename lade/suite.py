@@ -8,6 +8,10 @@ done, so a run that dies loses at most the prompt it was on: run it again and it
 prompt not yet recorded (the rows say which; ``done_prompts``). Summaries with confidence intervals
 are ``lade.suite_report``'s.
 
+Prompts run index-major: prompt 0 of every dataset, then prompt 1 of every dataset, and so on, so a
+run stopped early holds about as many prompts of each dataset. A suite without a reference (sampling,
+whose outputs are draws, not HF greedy's tokens) compares nothing.
+
 A method is a callable ``(input_ids [1, T]) -> Outcome``; ``hf_call`` and ``decoder_call`` make them.
 """
 
@@ -69,8 +73,10 @@ Method = Callable[[torch.Tensor], Outcome]
 
 
 def hf_call(model, options: dict, keep_logits: bool = False, **extra) -> Method:
-    """HF ``model.generate`` with ``options`` (``lade.bench_methods.greedy_options``) and ``extra``
-    (e.g. ``prompt_lookup_num_tokens``) as a method; ``keep_logits`` for the reference."""
+    """HF ``model.generate`` with ``options`` (``lade.bench_methods.greedy_options``, or sampling
+    options) and ``extra`` (e.g. ``prompt_lookup_num_tokens``) as a method; ``keep_logits`` for the
+    reference. Steps are counted for plain greedy or sampling (one forward per token), not with
+    ``extra``."""
 
     def call(ids: torch.Tensor) -> Outcome:
         out = model.generate(
@@ -82,7 +88,7 @@ def hf_call(model, options: dict, keep_logits: bool = False, **extra) -> Method:
             **extra,
         )
         tokens = out.sequences[0, ids.shape[1] :].tolist()
-        steps = len(tokens) if not extra else math.nan  # plain greedy: one forward of one token per token
+        steps = len(tokens) if not extra else math.nan  # plain greedy or sampling: one forward per token
         logits = row_logits(out.logits, 0) if keep_logits else None
         return Outcome(tokens, steps, steps, logits=logits)
 
@@ -115,66 +121,76 @@ def run_suite(
     path: Path,
     labels: Mapping[str, str],
     warmup: torch.Tensor,
+    reference: str | None = REFERENCE,
 ) -> int:
-    """Run ``methods[dataset]`` (name -> method, ``REFERENCE`` among them) on each of ``prompts[dataset]``
-    not yet recorded at ``path``, appending one row per method (``COLUMNS``; ``labels``: ``model``,
-    ``dtype``, ``split``). Each method is warmed up once on ``warmup`` [1, T] (untimed) before its
-    first timed call. Progress goes to stderr. Returns the prompts run."""
+    """Run ``methods[dataset]`` (name -> method, ``reference`` among them unless None) on each of
+    ``prompts[dataset]`` not yet recorded at ``path``, index-major, appending one row per method
+    (``COLUMNS``; ``labels``: ``model``, ``dtype``, ``split``). Each method is warmed up once on
+    ``warmup`` [1, T] (untimed) before its first timed call. Outputs are compared with ``reference``'s
+    (None: not compared, ``identical``/``near_tie``/``margin`` left empty). Progress goes to stderr.
+    Returns the prompts run."""
+    for dataset in prompts:
+        if reference is not None and reference not in methods[dataset]:
+            raise ValueError(f"the methods of {dataset!r} need {reference!r}, the reference")
     done = done_prompts(path)
     warmed: set[int] = set()
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = not path.exists()
-    ran, started = 0, time.perf_counter()
+    todo = [
+        (index, dataset, ids)
+        for index in range(max((len(p) for p in prompts.values()), default=0))
+        for dataset, dataset_prompts in prompts.items()
+        for ids in dataset_prompts[index : index + 1]
+        if (labels["model"], labels["dtype"], dataset, labels["split"], str(index)) not in done
+    ]
+    started = time.perf_counter()
     with path.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         if fresh:
             writer.writeheader()
-        for dataset, dataset_prompts in prompts.items():
+        for ran, (index, dataset, ids) in enumerate(todo, start=1):
             named = methods[dataset]
-            if REFERENCE not in named:
-                raise ValueError(f"the methods of {dataset!r} need {REFERENCE!r}, the reference")
-            for index, ids in enumerate(dataset_prompts):
-                key = (labels["model"], labels["dtype"], dataset, labels["split"], str(index))
-                if key in done:
-                    continue
-                for method in named.values():
-                    if id(method) not in warmed:  # first calls pay for allocations and calibration
-                        method(warmup)
-                        warmed.add(id(method))
-                rows = _one_prompt(named, ids, index)
-                writer.writerows({**dict(zip(COLUMNS[:5], key, strict=True)), **row} for row in rows)
-                handle.flush()
-                ran += 1
-                elapsed = time.perf_counter() - started
-                print(
-                    f"{dataset} {index + 1}/{len(dataset_prompts)} ({ran} run, {elapsed:.0f} s)",
-                    file=sys.stderr,
-                )
-    return ran
+            for method in named.values():
+                if id(method) not in warmed:  # first calls pay for allocations and calibration
+                    method(warmup)
+                    warmed.add(id(method))
+            key = (labels["model"], labels["dtype"], dataset, labels["split"], str(index))
+            rows = _one_prompt(named, ids, index, reference)
+            writer.writerows({**dict(zip(COLUMNS[:5], key, strict=True)), **row} for row in rows)
+            handle.flush()
+            elapsed = time.perf_counter() - started
+            print(
+                f"{dataset} prompt {index + 1}/{len(prompts[dataset])} ({ran}/{len(todo)} run, "
+                f"{elapsed:.0f} s)",
+                file=sys.stderr,
+            )
+    return len(todo)
 
 
-def _one_prompt(methods: Mapping[str, Method], ids: torch.Tensor, index: int) -> list[dict]:
+def _one_prompt(
+    methods: Mapping[str, Method], ids: torch.Tensor, index: int, reference: str | None
+) -> list[dict]:
     """Every method once on ``ids``, in the order of prompt ``index``; the rows without the labels."""
     outcomes, seconds = {}, {}
     for name in rotated(list(methods), index):
         t0 = time.perf_counter()
         outcomes[name] = methods[name](ids)
         seconds[name] = time.perf_counter() - t0
-    reference = outcomes[REFERENCE]
     rows = []
     for name, outcome in outcomes.items():
-        divergence = compare(reference.tokens, reference.logits, outcome.tokens)
-        rows.append(
-            {
-                "method": name,
-                "seconds": seconds[name],
-                "new_tokens": len(outcome.tokens),
-                "steps": outcome.steps,
-                "tokens_fed": outcome.tokens_fed,
-                "identical": divergence.identical,
-                "near_tie": divergence.near_tie(),
-                "margin": divergence.margin,
-                "sources": json.dumps(outcome.sources) if outcome.sources else "",
-            }
-        )
+        row = {
+            "method": name,
+            "seconds": seconds[name],
+            "new_tokens": len(outcome.tokens),
+            "steps": outcome.steps,
+            "tokens_fed": outcome.tokens_fed,
+            "sources": json.dumps(outcome.sources) if outcome.sources else "",
+        }
+        if reference is not None:
+            base = outcomes[reference]
+            divergence = compare(base.tokens, base.logits, outcome.tokens)
+            row.update(
+                identical=divergence.identical, near_tie=divergence.near_tie(), margin=divergence.margin
+            )
+        rows.append(row)
     return rows

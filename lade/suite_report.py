@@ -1,10 +1,12 @@
 """Summaries of a suite's records (``lade.suite``): paired speedups with bootstrap confidence intervals.
 
-Per model, dtype, dataset and method: the speedup over HF greedy as the ratio of summed seconds over the
-prompts (each method's prompts paired with HF greedy's on the same prompts), with a 95% percentile
-bootstrap interval over prompts (prompts resampled with replacement, the pairing kept), the median of
-the per-prompt ratios, compression (new tokens per step) with its interval, tokens fed per step,
-tokens per second, and how many outputs are identical to HF greedy's or diverge only at a near-tie.
+Per model, dtype, dataset and method: the speedup over its baseline (HF greedy unless ``baselines`` says
+otherwise, e.g. HF sampling at the same temperature for sampling methods) as the ratio of tokens per
+second, summed over the prompts that both ran (for greedy outputs identical to the baseline's, the
+ratio of summed seconds), with a 95% percentile bootstrap interval over prompts (prompts resampled with
+replacement, the pairing kept), the median of the per-prompt ratios, compression (new tokens per step)
+with its interval, tokens fed per step, tokens per second, and how many outputs are identical to HF
+greedy's or diverge only at a near-tie (empty where outputs were not compared).
 """
 
 from __future__ import annotations
@@ -24,42 +26,66 @@ def bootstrap_ratio(numerator, denominator, draws: int = DRAWS, seed: int = 0) -
     """95% percentile bootstrap interval of ``sum(numerator) / sum(denominator)`` over paired items
     (arrays of one length; items resampled with replacement, a fixed ``seed``). ``(nan, nan)`` for
     fewer than two items."""
-    numerator, denominator = np.asarray(numerator, float), np.asarray(denominator, float)
-    if len(numerator) < 2:
+    return bootstrap_throughput_ratio(
+        numerator, denominator, np.ones(len(numerator)), np.ones(len(numerator)), draws, seed
+    )
+
+
+def bootstrap_throughput_ratio(
+    tokens, seconds, base_tokens, base_seconds, draws: int = DRAWS, seed: int = 0
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of ``(sum(tokens) / sum(seconds)) / (sum(base_tokens) /
+    sum(base_seconds))``, one method's throughput over its baseline's on the same items (four arrays of
+    one length, items resampled with replacement, a fixed ``seed``). ``(nan, nan)`` for fewer than two
+    items."""
+    arrays = [np.asarray(a, float) for a in (tokens, seconds, base_tokens, base_seconds)]
+    if len(arrays[0]) < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(numerator), size=(draws, len(numerator)))
-    ratios = numerator[picks].sum(axis=1) / denominator[picks].sum(axis=1)
-    low, high = np.percentile(ratios, [2.5, 97.5])
+    picks = rng.integers(0, len(arrays[0]), size=(draws, len(arrays[0])))
+    tok, sec, base_tok, base_sec = (a[picks].sum(axis=1) for a in arrays)
+    low, high = np.percentile((tok / sec) / (base_tok / base_sec), [2.5, 97.5])
     return float(low), float(high)
 
 
-def summarize(records: pd.DataFrame) -> pd.DataFrame:
+def summarize(records: pd.DataFrame, baselines: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per model, dtype, dataset and method of ``records`` (``lade.suite.COLUMNS``), in the
-    records' order (see the module docstring for the columns)."""
+    records' order (see the module docstring for the columns); ``baselines``: method -> the method its
+    speedup is over (default ``REFERENCE``, HF greedy). A method whose baseline has no records in a
+    dataset gets no row there."""
+    baselines = baselines or {}
     rows = []
     for (model, dtype, dataset), group in records.groupby(GROUP[:3], sort=False):
-        reference = group[group.method == REFERENCE].set_index("prompt").seconds
         for method, calls in group.groupby("method", sort=False):
+            baseline = baselines.get(method, REFERENCE)
+            reference = group[group.method == baseline].set_index("prompt")
+            if reference.empty:  # no baseline measured here: no speedup to give
+                continue
             calls = calls.set_index("prompt").loc[reference.index.intersection(calls.prompt)]
             base = reference.loc[calls.index]
             steps = calls.steps.astype(float)
             counted = steps.notna().all() and len(calls)
-            low, high = bootstrap_ratio(base.values, calls.seconds.values)
+            rates = (calls.new_tokens / calls.seconds) / (base.new_tokens / base.seconds)
+            low, high = bootstrap_throughput_ratio(
+                calls.new_tokens.values, calls.seconds.values, base.new_tokens.values, base.seconds.values
+            )
             c_low, c_high = (
                 bootstrap_ratio(calls.new_tokens.values, steps.values) if counted else (math.nan,) * 2
             )
+            compared = "identical" in calls and calls.identical.notna().all()
             rows.append(
                 {
                     "model": model,
                     "dtype": dtype,
                     "dataset": dataset,
                     "method": method,
+                    "baseline": baseline,
                     "prompts": len(calls),
-                    "speedup": base.sum() / calls.seconds.sum(),
+                    "speedup": (calls.new_tokens.sum() / calls.seconds.sum())
+                    / (base.new_tokens.sum() / base.seconds.sum()),
                     "speedup_ci_low": low,
                     "speedup_ci_high": high,
-                    "median_speedup": float(np.median(base.values / calls.seconds.values)),
+                    "median_speedup": float(np.median(rates.values)),
                     "compression": calls.new_tokens.sum() / steps.sum() if counted else math.nan,
                     "compression_ci_low": c_low,
                     "compression_ci_high": c_high,
@@ -67,8 +93,8 @@ def summarize(records: pd.DataFrame) -> pd.DataFrame:
                     if counted
                     else math.nan,  # NaN where a call's tokens fed are unknown (HF generate)
                     "tokens_per_s": calls.new_tokens.sum() / calls.seconds.sum(),
-                    "identical": int(calls.identical.astype(bool).sum()),
-                    "near_tie": int(calls.near_tie.astype(bool).sum()),
+                    "identical": int(calls.identical.astype(bool).sum()) if compared else math.nan,
+                    "near_tie": int(calls.near_tie.astype(bool).sum()) if compared else math.nan,
                 }
             )
     return pd.DataFrame(rows)
@@ -85,16 +111,34 @@ def markdown(summary: pd.DataFrame) -> str:
             f"| {r.model} | {r.dtype} | {r.dataset} | {r.method} | {r.speedup:.2f}x "
             f"[{_cell(r.speedup_ci_low)}, {_cell(r.speedup_ci_high)}] | {r.median_speedup:.2f}x | "
             f"{_cell(r.compression)} | {_cell(r.tokens_fed_per_step, 1)} | {r.tokens_per_s:.1f} | "
-            f"{r.identical}/{r.prompts}"
-            + (f" ({r.near_tie - r.identical} near-tie)" if r.near_tie > r.identical else "")
-            + " |"
+            f"{identical_cell(r.identical, r.near_tie, r.prompts)} |"
         )
     return "\n".join(lines)
 
 
-def _near_ties(count: int) -> str:
-    return f" (+{count} near-tie)" if count else ""
+def identical_cell(identical: float, near_tie: float, prompts: int) -> str:
+    """``"19/20 (1 near-tie)"``: outputs identical to HF greedy's of ``prompts``, and how many more
+    diverge only at a near-tie; ``"-"`` where outputs were not compared (NaN)."""
+    if isinstance(identical, float) and math.isnan(identical):
+        return "-"
+    ties = int(near_tie) - int(identical)
+    return f"{int(identical)}/{prompts}" + (f" ({ties} near-tie)" if ties else "")
 
 
 def _cell(value: float, digits: int = 2) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def lookup_k(method: str) -> int:
+    """HF prompt lookup's K in a method name: ``hf_prompt_lookup`` (HF's default, 10) or
+    ``hf_prompt_lookup_k{K}``."""
+    return 10 if method == "hf_prompt_lookup" else int(method.rsplit("_k", 1)[1])
+
+
+def tuned_lookup_ks(summary: pd.DataFrame) -> dict[str, int]:
+    """Per dataset, the K of the fastest ``hf_prompt_lookup_k{K}`` / ``hf_prompt_lookup`` row of a
+    (dev split's) ``summary`` (ties: the smaller K); {} without such rows."""
+    lookup = summary[summary.method.str.fullmatch(r"hf_prompt_lookup(_k\d+)?")].copy()
+    lookup["k"] = [lookup_k(m) for m in lookup.method]
+    lookup = lookup.sort_values(["dataset", "speedup", "k"], ascending=[True, False, True])
+    return {dataset: int(group.k.iloc[0]) for dataset, group in lookup.groupby("dataset")}

@@ -14,7 +14,13 @@ import pytest
 from lade import LookaheadDecoder
 from lade.bench_methods import greedy_options
 from lade.suite import REFERENCE, Outcome, decoder_call, done_prompts, hf_call, run_suite
-from lade.suite_report import bootstrap_ratio, markdown, summarize
+from lade.suite_report import (
+    bootstrap_ratio,
+    bootstrap_throughput_ratio,
+    markdown,
+    summarize,
+    tuned_lookup_ks,
+)
 from tests.conftest import prompt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
@@ -34,6 +40,33 @@ def test_bootstrap_interval_of_a_ratio_of_sums():
     assert all(math.isnan(v) for v in bootstrap_ratio([1.0], [2.0]))
 
 
+def test_a_speedup_is_a_ratio_of_throughputs_so_outputs_of_other_lengths_compare_fairly():
+    seconds = np.array([2.0, 4.0, 3.0])
+    # a method that writes half the tokens in half the time is exactly as fast: an interval at 1
+    interval = bootstrap_throughput_ratio([4, 8, 6], seconds / 2, [8, 16, 12], seconds)
+    assert interval == pytest.approx((1.0, 1.0))
+    records = pd.DataFrame(
+        {
+            "model": "m",
+            "dtype": "float32",
+            "dataset": "d",
+            "prompt": [0, 0, 1, 1],
+            "method": ["hf_sampling_t1.0", "auto_t1.0"] * 2,
+            "seconds": [2.0, 2.0, 4.0, 1.0],
+            "new_tokens": [8, 4, 16, 4],
+            "steps": [8, 4, 16, 2],
+            "tokens_fed": [8, 8, 16, 6],
+            "identical": [None] * 4,
+            "near_tie": [None] * 4,
+        }
+    )
+    summary = summarize(records, {"auto_t1.0": "hf_sampling_t1.0"}).set_index("method")
+    assert summary.loc["auto_t1.0"].speedup == pytest.approx((8 / 3) / (24 / 6))  # tokens/s over tokens/s
+    assert summary.loc["auto_t1.0"].baseline == "hf_sampling_t1.0"
+    assert math.isnan(summary.loc["auto_t1.0"].identical)  # not compared: sampled outputs are draws
+    assert "| - |" in markdown(summary.reset_index())
+
+
 @pytest.fixture()
 def methods(tiny_models):
     model = tiny_models("llama", "sdpa")
@@ -51,7 +84,7 @@ def test_a_suite_records_every_prompt_once_and_resumes_where_it_died(methods, tm
 
     def dies_on_the_second_prompt(ids):
         calls.append(ids)
-        if len(calls) == 3:  # warm-up, prompt 0, then prompt 1 of "a"
+        if len(calls) == 3:  # warm-up, prompt 0 of "a", then prompt 0 of "b" (index-major)
             raise KeyboardInterrupt
         return methods["lookahead"](ids)
 
@@ -105,7 +138,7 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     )
     best = dev[dev.method.str.startswith("hf_prompt")].sort_values("speedup").method.iloc[-1]
     expected_k = 10 if best == "hf_prompt_lookup" else 2
-    assert draft_ablation.tuned_ks(tmp_path / "dev" / "summary.csv") == {"synthetic": expected_k}
+    assert tuned_lookup_ks(pd.read_csv(tmp_path / "dev" / "summary.csv")) == {"synthetic": expected_k}
     methods = (
         "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,suffix_tree,combined,auto,auto_combined"
     )
