@@ -185,6 +185,14 @@ def measure(
     return LatencyModel.from_measurements(sizes, [statistics.median(times[s]) for s in sizes], context)
 
 
+def shape_drift(curve: LatencyModel, now: LatencyModel, sizes: Sequence[int]) -> float:
+    """The largest relative difference, over ``sizes`` (> 1), between a step's cost relative to a
+    one-token step in ``curve`` and in ``now`` (both at ``now``'s context): 0 when one is the other
+    scaled, whatever the scale."""
+    at = now.context
+    return max((abs(now.relative(s, at) / curve.relative(s, at) - 1.0) for s in sizes if s > 1), default=0.0)
+
+
 def calibration_key(model) -> str:
     """What the latency curve depends on: the architecture and sizes (the config, not the weights),
     dtype, device, attention kernel, CPU threads and the torch version."""

@@ -8,6 +8,16 @@ A curve given by the caller (``latency=``) skips every measurement; batches then
 of S tokens by one row of B*S. Without one, the first auto call measures the one-row curve (and a
 batch call the curves of its batch sizes) once per model, dtype, device and thread count, and logs
 what it measures and where the result is cached; ``calibrate()`` does it up front.
+
+A cached curve is checked before it is used: steps of 1, 2 and 16 tokens (those within the curve's
+measured sizes; a second or two) are timed on this machine now, and where the cost of a step relative
+to a one-token step differs from the cached curve's by more than ``tolerance``, the curve is measured
+again (and logged). The plan depends on those relative costs, not on absolute speed, so a machine
+that is uniformly slower now keeps its curve. A cache outlives the conditions it was measured in: a
+machine that changed (the same model name on another host) or a curve measured beside another job
+would otherwise steer auto for good (a stale curve that priced a 16-token step at 1.8x one token,
+where the machine now took 2.5x, made auto run the branch at a loss). The check runs under whatever
+load the machine has at that moment, as any measurement does.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from lade.calibration import (
     default_calibration_dir,
     load_cached,
     measure,
+    shape_drift,
     sizes_worth_measuring,
     store,
 )
@@ -36,6 +47,8 @@ from lade.executor import MaskBuffers, StepExecutor
 from lade.slots import KeySlots
 
 log = logging.getLogger(__name__)
+CACHE_TOLERANCE = 0.25  # a cached curve whose relative step costs are this far off is measured again
+PROBE_SIZES = (1, 2, 16)  # the step sizes timed to check a cached curve
 
 
 class Calibrator:
@@ -48,6 +61,8 @@ class Calibrator:
         latency: a one-row curve given by the caller (no measurement), or None.
         directory: where measured curves are cached (default ``~/.cache/lade/calibration``).
         seed: seeds the random text the measurement feeds.
+        tolerance: how far a cached curve's relative step costs may be from a quick measurement now
+            (``drift``) before it is measured again; None: cached curves are used unchecked.
     """
 
     def __init__(
@@ -58,6 +73,7 @@ class Calibrator:
         latency: LatencyModel | None = None,
         directory: str | Path | None = None,
         seed: int = 0,
+        tolerance: float | None = CACHE_TOLERANCE,
     ):
         self.executor = executor
         self.largest_step = largest_step
@@ -67,6 +83,7 @@ class Calibrator:
         self.batch_curves: dict[int, LatencyModel] = {}
         self.directory = directory
         self.seed = seed
+        self.tolerance = tolerance
 
     def calibrate(
         self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False, rows: int = 1
@@ -76,6 +93,16 @@ class Calibrator:
         key = calibration_key(self.executor.model) + (f"-rows{rows}" if rows > 1 else "")
         path = Path(directory) / f"{key}.json"
         cached = None if refresh else load_cached(path)
+        if cached is not None and self.tolerance is not None:
+            drift = self.drift(cached, rows)
+            if drift > self.tolerance:
+                log.warning(
+                    "lookahead auto: the cached latency curve in %s is %.0f%% off this machine now; "
+                    "measuring it again",
+                    path,
+                    100 * drift,
+                )
+                cached = None
         if cached is None:
             log.warning(
                 "lookahead auto: measuring forward latency vs tokens per step%s, once for this model and "
@@ -113,7 +140,21 @@ class Calibrator:
             return None
         return BatchLatency({1: self.latency, **self.batch_curves})
 
-    def _measure(self, sizes, repeats: int, contexts=(256, 1280), rows: int = 1) -> LatencyModel:
+    def drift(self, curve: LatencyModel, rows: int = 1, sizes=PROBE_SIZES, context: int = 256) -> float:
+        """How far ``curve`` is from this machine now: the largest relative difference, over steps of
+        ``sizes`` tokens (those up to the decoder's largest step and the curve's largest measured size),
+        between a step's cost relative to a one-token step in ``curve`` and timed now after ``context``
+        cached tokens (3 rounds, median). 0 when only one size is left."""
+        largest = min(max(1, self.largest_step), curve.sizes[-1])
+        sizes = sorted({1, *(s for s in sizes if s <= largest)})
+        if len(sizes) < 2:
+            return 0.0
+        now = self._measure(sizes, repeats=3, contexts=(context,), rows=rows, probe=True)
+        return shape_drift(curve, now, sizes)
+
+    def _measure(
+        self, sizes, repeats: int, contexts=(256, 1280), rows: int = 1, probe: bool = False
+    ) -> LatencyModel:
         """Time steps of S tokens (logits at every row: an upper bound for the LM head) after each
         of ``contexts`` cached random tokens (as far as the context length allows), through the same
         forward path as decoding (``rows`` > 1: a batch of that many rows, each S tokens after its own
@@ -138,7 +179,7 @@ class Calibrator:
                 if rows > 1:  # one row's prefill, repeated: the same text in every row, the same cost
                     cache.batch_repeat_interleave(rows)
                 run_step = self._timed_step(text, context, cache, rows, wanted)
-                if context == lengths[0]:  # a step committing at most N tokens per row cannot pay beyond
+                if context == lengths[0] and not probe:  # a step committing <= N tokens cannot pay beyond
                     wanted = sizes_worth_measuring(run_step, wanted, self.max_accepted)
                 curves.append(measure(run_step, wanted, repeats, context))
         latency = None

@@ -10,7 +10,7 @@ import torch
 from lade import LookaheadDecoder
 from lade.acceptance import AcceptanceStats
 from lade.autotune import Planner, StepPlan
-from lade.calibration import LatencyModel, calibration_key, load_cached, measure, store
+from lade.calibration import LatencyModel, calibration_key, load_cached, measure, shape_drift, store
 from lade.model import load_model
 
 # A CPU-like curve (each extra token costs) and a GPU-like one (extra tokens nearly free).
@@ -78,8 +78,36 @@ def test_decoder_calibrates_once_and_caches(tmp_path):
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and load_cached(files[0]) == curve
     assert 1 in curve.sizes and all(s <= 64 for s in curve.sizes)
-    again = LookaheadDecoder(model, calibration_dir=tmp_path).calibrate(sizes=(1, 2, 4, 8), repeats=1)
+    reloaded = LookaheadDecoder(model, calibration_dir=tmp_path)
+    reloaded.calibrator.tolerance = None  # a tiny model's sub-millisecond steps are too noisy to check
+    again = reloaded.calibrate(sizes=(1, 2, 4, 8), repeats=1)
     assert again == curve  # loaded, not re-measured (a re-measurement would differ in timing noise)
+
+
+def test_drift_compares_relative_step_costs_not_absolute_speed():
+    slower = LatencyModel(STEEP.sizes, tuple(3 * s for s in STEEP.seconds), STEEP.context)
+    assert shape_drift(STEEP, slower, STEEP.sizes) == pytest.approx(0.0)  # uniformly slower: same plans
+    steeper = LatencyModel(
+        STEEP.sizes,
+        tuple(s * (1 if n == 1 else 1.5) for n, s in zip(STEEP.sizes, STEEP.seconds, strict=True)),
+    )
+    assert shape_drift(STEEP, steeper, STEEP.sizes) == pytest.approx(0.5)
+    assert shape_drift(STEEP, steeper, [1]) == 0.0
+
+
+def test_a_cached_curve_far_off_the_machine_now_is_measured_again(tmp_path, caplog):
+    model, _ = load_model("tiny-random-llama")
+    decoder = LookaheadDecoder(model, calibration_dir=tmp_path)
+    curve = decoder.calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
+    (path,) = tmp_path.glob("*.json")
+    # a curve where every step of 2+ tokens costs 1000x more, relative to one token, than here now
+    distorted = (s * (1 if n == 1 else 1000) for n, s in zip(curve.sizes, curve.seconds, strict=True))
+    stale = LatencyModel(curve.sizes, tuple(distorted))
+    store(path, stale, "key")  # e.g. measured on another host, or beside another job
+    assert decoder.calibrator.drift(stale) > 0.9
+    fresh = LookaheadDecoder(model, calibration_dir=tmp_path).calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
+    assert fresh.relative(2) < stale.relative(2) / 5 and load_cached(path) == fresh  # measured again
+    assert any("off this machine now" in r.getMessage() for r in caplog.records)
 
 
 # ---------------------------------------------------------------------------- acceptance records
