@@ -20,6 +20,7 @@ from lade.data import encode, left_pad, row_outputs
 from lade.decoding import LookaheadDecoder, default_pad_id
 from lade.divergence import Divergence, compare, row_logits
 from lade.divergence import summarize as summarize_divergences
+from lade.model_cache import ModelCache
 from lade.tracking import BatchCheckpoint
 from lade.types import STEP_STAGES
 
@@ -124,16 +125,18 @@ def run_job(
     progress: bool = True,
     desc: str = "prompts",
     checkpoint: BatchCheckpoint | None = None,
+    models: ModelCache | None = None,
 ):
     """Run the job; return ``(metrics, prompt_rows, step_rows)``. With a ``checkpoint`` each finished
     batch is saved as it ends, and the batches it already holds are not run again (a job that died
-    resumes at its next batch).
+    resumes at its next batch). ``models``: where the model comes from when jobs of one process share
+    it (``lade.model_cache``); default: loaded for this job.
 
     ``metrics`` sums over prompts: compression (new tokens / steps), tokens/s of lookahead and of
     the baseline, speedup as their ratio (over all prompts, and the median of per-batch ratios),
     identical-output count, the step time split and the acceptance histogram.
     """
-    model, tokenizer = instantiate(cfg.model)
+    model, tokenizer = instantiate(cfg.model) if models is None else models.get(cfg.model)
     window, ngram, guess = cfg.lookahead.window, cfg.lookahead.ngram, cfg.lookahead.guess
     decoder = LookaheadDecoder(
         model, window, ngram, guess, components.proposer, components.pool, components.verifier, cfg.seed

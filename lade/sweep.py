@@ -26,14 +26,16 @@ from tqdm.auto import tqdm
 
 from lade.config import register_schemas, validate
 from lade.experiment import describe, run_job
+from lade.model_cache import ModelCache
 from lade.results import load_sweep, summary_table
 from lade.tracking import BatchCheckpoint, LocalRecorder
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-def run_sweep_job(cfg: DictConfig) -> float:
-    """One job of a sweep; returns its tokens/s (what ``sweep=optuna`` maximises), NaN if it failed."""
+def run_sweep_job(cfg: DictConfig, models: ModelCache | None = None) -> float:
+    """One job of a sweep; returns its tokens/s (what ``sweep=optuna`` maximises), NaN if it failed.
+    ``models``: the process's loaded model, shared by its jobs with the same model config."""
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
@@ -51,7 +53,12 @@ def run_sweep_job(cfg: DictConfig) -> float:
     started = time.perf_counter()
     try:
         desc = f"job {hydra_cfg.job.num} {name}"
-        record["metrics"], prompts, steps = run_job(cfg, components, desc=desc, checkpoint=checkpoint)
+        loads = models.loads if models is not None else 0
+        record["metrics"], prompts, steps = run_job(
+            cfg, components, desc=desc, checkpoint=checkpoint, models=models
+        )
+        if models is not None and models.loads == loads:
+            print(f"[job {hydra_cfg.job.num}] {name}: reused the model an earlier job of this process loaded")
         record["status"] = "completed"
     except Exception as err:  # recorded, not raised: one bad job must not cost the rest of the sweep
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
@@ -130,9 +137,17 @@ class SweepSummary(Callback):
 register_schemas()
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-def main(cfg: DictConfig) -> float:
-    return run_sweep_job(cfg)
+def main() -> None:
+    """The command line: a Hydra app whose jobs share one ``ModelCache``: the jobs the basic launcher
+    runs in this process load each model config once (launchers that run jobs in other processes
+    pickle the task per job, and each job loads its own)."""
+    models = ModelCache()
+
+    @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+    def sweep_job(cfg: DictConfig) -> float:
+        return run_sweep_job(cfg, models)
+
+    sweep_job()
 
 
 if __name__ == "__main__":

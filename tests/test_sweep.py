@@ -38,6 +38,7 @@ def test_two_jobs_give_a_two_row_frame_and_wandb_offline_runs(two_job_sweep):
     for column in ("guess", "compression", "tokens_per_s", "speedup", "identical", "proposer", "status"):
         assert column in frame
     assert (frame["status"] == "completed").all() and (frame["identical"] == frame["prompts"]).all()
+    assert result.stdout.count("reused the model") == 1  # one load for both jobs
     assert len(list(path.glob("*/wandb/offline-run-*/run-*.wandb"))) == 2
     for job_dir in frame["job_dir"]:
         assert {"config.yaml", "metrics.json", "prompts.csv", "steps.csv"} <= {
@@ -120,6 +121,22 @@ def test_a_sweep_through_the_submitit_launcher(tmp_path):
     assert sorted(frame["window"]) == [2, 3] and (frame["status"] == "completed").all()
     assert (frame["identical"] == frame["prompts"]).all()
     assert list(tmp_path.glob(".submitit/*/*_result.pkl"))  # the jobs went through submitit
+
+
+def test_a_model_cache_loads_each_config_once_and_holds_one_model():
+    from omegaconf import OmegaConf
+
+    from lade.model_cache import ModelCache
+
+    loaded = []
+    cache = ModelCache(load=lambda config: loaded.append(config.name) or (config.name, None))
+    tiny, other = OmegaConf.create({"name": "tiny", "dtype": "float32"}), OmegaConf.create({"name": "other"})
+    assert cache.get(tiny) == ("tiny", None)
+    assert cache.get(OmegaConf.create({"name": "tiny", "dtype": "float32"})) == ("tiny", None)
+    assert loaded == ["tiny"] and cache.loads == 1  # an equal config: the same model
+    cache.get(other)
+    cache.get(tiny)  # only the latest is held: loaded again
+    assert loaded == ["tiny", "other", "tiny"]
 
 
 def test_job_folder_names():
