@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     axis.axhline(1.0, color="k", linewidth=0.8)
     axis.set_xticks(positions + width * (len(datasets) - 1) / 2, view["ablation"], rotation=35, ha="right")
     axis.set_ylabel("compression ratio (tokens / step)")
-    axis.set_title(f"Ablations around W=7 N=5 G=7, {setting.model}", fontsize=10)
+    axis.set_title(setting.title("Ablations around W=7 N=5 G=7"), fontsize=10)
     axis.grid(axis="y", alpha=0.3)
-    axis.legend(fontsize=8)
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the bars
     notes = [
         "compression: new tokens / steps; speedup: tokens/s over HF greedy in the same job (alternating per "
         "prompt); identical: outputs equal to HF greedy token for token.",

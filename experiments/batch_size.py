@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         ],
         by="method",
         xlabel="batch size B",
-        title=f"Batch size, {setting.limit} prompts x {setting.max_new_tokens} new tokens, {setting.model}",
+        title=setting.title(f"Batch size, {setting.limit} prompts x {setting.max_new_tokens} new tokens"),
     )
     notes = [
         "Crossover (first B where the method is not faster than the faster of HF batched greedy and the "

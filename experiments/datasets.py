@@ -23,6 +23,7 @@ from lade.figures import (
     figure_setting,
     identical_counts,
     markdown_table,
+    method_colour,
     pyplot,
     repo_relative,
     run_command,
@@ -86,8 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     width = 0.8 / len(shown)
     for index, method in enumerate(shown):
         rows = table[table["method"] == method].set_index("dataset").reindex(datasets)
-        axes[0].bar(positions + index * width, rows["speedup_vs_hf_total"], width, label=method)
-        axes[1].bar(positions + index * width, rows["compression"], width, label=method)
+        colour = method_colour(method)
+        axes[0].bar(positions + index * width, rows["speedup_vs_hf_total"], width, label=method, color=colour)
+        axes[1].bar(positions + index * width, rows["compression"], width, label=method, color=colour)
     for axis, label in zip(
         axes, ("speedup over HF greedy (total time)", "compression (tokens / step)"), strict=True
     ):
@@ -95,11 +97,12 @@ def main(argv: list[str] | None = None) -> None:
         axis.set_xticks(positions + width * (len(shown) - 1) / 2, datasets, rotation=30, ha="right")
         axis.set_ylabel(label)
         axis.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # off the bars
     figure.suptitle(
-        f"Per dataset, {setting.limit} prompts x {setting.max_new_tokens} new tokens, {setting.model}",
-        fontsize=11,
+        setting.title(f"Per dataset, {setting.limit} prompts x {setting.max_new_tokens} new tokens"),
+        fontsize=10,
     )
+    figure.tight_layout()
     notes = [
         "HF prompt lookup's compression counts its forward calls (prefill included), as the library counts "
         "its steps (the first step is the prefill).",

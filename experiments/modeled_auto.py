@@ -147,7 +147,14 @@ def main(argv: list[str] | None = None) -> None:
         )
 
     setting, args = figure_setting(
-        "modeled_auto", __doc__, limit=10, max_new_tokens=96, quick_tokens=16, argv=argv, extra=extra
+        "modeled_auto",
+        __doc__,
+        limit=10,
+        max_new_tokens=96,
+        quick_tokens=16,
+        argv=argv,
+        extra=extra,
+        renders=False,
     )
     if not setting.quick and args.out is None:  # one folder per curve and split
         setting.out = setting.out / f"{args.curve}-{args.split}"

@@ -128,7 +128,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument("--split", default="all", choices=SPLITS, help="prompt split (lade.data)")
 
     setting, args = figure_setting(
-        "real_models", __doc__, limit=8, max_new_tokens=128, quick_limit=1, argv=argv, extra=extra
+        "real_models",
+        __doc__,
+        limit=8,
+        max_new_tokens=128,
+        quick_limit=1,
+        argv=argv,
+        extra=extra,
+        renders=False,
     )
     if args.quick and args.cells is not None:
         raise SystemExit("--quick runs the tiny random model; drop --cells or --quick")

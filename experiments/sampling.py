@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         ],
         by="dataset",
         xlabel="temperature (0 = greedy)",
-        title=f"Sampling, W=7 N=5 G=7, {setting.model}",
+        title=setting.title("Sampling, W=7 N=5 G=7"),
         log_x=False,
     )
     view = table.assign(

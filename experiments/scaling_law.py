@@ -54,24 +54,32 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(6.4, 4.2))
+    # two panels, the measurements in both: the fitted model (left) and the paper's (right), whose
+    # curves drawn together overlapped the fitted ones
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     dense = np.unique(np.geomspace(1, table["window"].max(), 60))
-    for index, (ngram, group) in enumerate(table.groupby("ngram")):
-        color = f"C{index}"
-        axis.plot(group["window"], group["compression"], "o-", color=color, label=f"N={ngram} measured")
-        fitted = expected_tokens(full["acceptance"], dense, ngram, full["exponent"], full["continuation"])
-        axis.plot(dense, fitted, "--", color=color, alpha=0.7, label=f"N={ngram} model (fitted)")
-        axis.plot(dense, expected_tokens(paper["acceptance"], dense, ngram), ":", color=color, alpha=0.5)
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel("window size W (= guesses G), log scale")
-    axis.set_ylabel("compression ratio (tokens / step)")
-    axis.set_title(
-        f"Scaling law, {setting.model}; dashed: a={full['acceptance']:.3f} c={full['continuation']:.2f} "
-        f"k={full['exponent']:.2f}; dotted: paper's model",
-        fontsize=9,
+    models = (
+        (f"fitted: a={full['acceptance']:.3f} c={full['continuation']:.2f} k={full['exponent']:.2f}", full),
+        (f"paper's model (b = G independent guesses): a={paper['acceptance']:.3f}", paper),
     )
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=7, ncol=2)
+    if paper["acceptance"] ** 2 < 0.01:  # its later levels add ~nothing: one curve for every N
+        models = (models[0], (models[1][0] + " (the N curves coincide: a^2 ~ 0)", paper))
+    for axis, (label, found) in zip(axes, models, strict=True):
+        for index, (ngram, group) in enumerate(table.groupby("ngram")):
+            color = f"C{index}"
+            axis.plot(group["window"], group["compression"], "o", color=color, label=f"N={ngram} measured")
+            curve = expected_tokens(
+                found["acceptance"], dense, ngram, found.get("exponent", 1.0), found.get("continuation")
+            )
+            axis.plot(dense, curve, "--", color=color, alpha=0.8, label=f"N={ngram} model")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("window size W (= guesses G), log scale")
+        axis.set_title(label, fontsize=9)
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("compression ratio (tokens / step)")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    figure.suptitle(setting.title("Scaling law: compression vs W for several N (G = W)"), fontsize=10)
+    figure.tight_layout()
 
     view = table.assign(identical=identical_counts(table["identical"], table["prompts"])).drop(
         columns=["prompts"]

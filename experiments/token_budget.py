@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     for axis in axes:
         axis.set_xscale("log", base=2)
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle(f"Compression vs per-step cost, {setting.model}", fontsize=11)
+        axis.legend(fontsize=8, loc="lower right")
+    figure.suptitle(setting.title("Compression vs per-step cost"), fontsize=10)
+    figure.tight_layout()
 
     columns = [
         "window",

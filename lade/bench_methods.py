@@ -58,13 +58,12 @@ def config_decoder(model, window: int, ngram: int, guess: int) -> LookaheadDecod
     return LookaheadDecoder(model, window=window, ngram=ngram, guess=guess)
 
 
-def auto_decoder(model, latency=None, span: int | None = None) -> LookaheadDecoder:
-    """Auto lookahead (W, N, G chosen per step), planning on ``latency`` (None: calibrated); ``span``:
-    its pool's text continuations of ``span`` tokens instead of the default ``AUTO_SPAN``."""
-    if span is None:
-        return LookaheadDecoder(model, latency=latency)
-    pool = default_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=span)
-    return LookaheadDecoder(model, latency=latency, pool=pool)
+def auto_decoder(model, latency=None, span: int | None = None, calibration_dir=None) -> LookaheadDecoder:
+    """Auto lookahead (W, N, G chosen per step), planning on ``latency`` (None: calibrated, cached in
+    ``calibration_dir``, default ``~/.cache/lade/calibration``); ``span``: its pool's text
+    continuations of ``span`` tokens instead of the default ``AUTO_SPAN``."""
+    pool = None if span is None else default_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=span)
+    return LookaheadDecoder(model, latency=latency, pool=pool, calibration_dir=calibration_dir)
 
 
 def prompt_lookup_name(k: int) -> str:

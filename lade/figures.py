@@ -16,12 +16,14 @@ import argparse
 import shlex
 import subprocess
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from lade.data import MT_BENCH_CATEGORIES
+from lade.machine import cpu_description
 from lade.results import load_sweep
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +33,21 @@ QUICK_MODEL = "tiny-random-llama"
 # quick mode: the 2-layer random model on random/repetitive token prompts, local files only
 QUICK_SWEEP = ["model=tiny", "data=synthetic", "logger=none"]
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+MACHINE_FILE = "machine.txt"  # beside a figure's outputs: the machine its results were measured on
+# One colour per method in every figure (matplotlib's tab10 colours); other names get a stable one
+METHOD_COLOURS = {
+    "hf_greedy": "#4d4d4d",
+    "HF greedy": "#4d4d4d",
+    "hf_prompt_lookup": "#ff7f0e",
+    "HF prompt lookup K=10": "#ff7f0e",
+    "HF prompt lookup (tuned K)": "#d62728",
+    "plain_loop": "#7f7f7f",
+    "plain loop": "#7f7f7f",
+    "auto": "#1f77b4",
+    "lookahead W=7 N=5 G=7": "#2ca02c",
+    "HF sampling": "#8c564b",
+}
+PALETTE = ("#9467bd", "#e377c2", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5")
 
 
 @dataclass
@@ -45,10 +62,24 @@ class FigureSetting:
     model: str
     dtype: str = "float32"  # as load_model takes it: float32, bfloat16, float16, auto
     commands: list[str] = field(default_factory=list)  # every command run so far, for the Markdown
+    render: bool = False  # redraw the figure from the results in ``out``; measure nothing, keep .csv/.md
 
     @property
     def mode(self) -> str:
         return "quick" if self.quick else "full"
+
+    @property
+    def machine(self) -> str:
+        """Where the results were measured: this machine (``lade.machine.cpu_description``), or when
+        rendering, what ``machine.txt`` in ``out`` recorded ("machine not recorded" for older results)."""
+        recorded = self.out / MACHINE_FILE
+        if self.render:
+            return recorded.read_text().strip() if recorded.exists() else "machine not recorded"
+        return cpu_description()
+
+    def title(self, what: str) -> str:
+        """A figure title: ``what``, then the model, dtype and machine on a second line."""
+        return f"{what}\n{self.model} {self.dtype}; {self.machine}"
 
 
 def figure_setting(
@@ -60,14 +91,23 @@ def figure_setting(
     quick_tokens: int = 12,
     argv: list[str] | None = None,
     extra: callable | None = None,
+    renders: bool = True,
 ) -> tuple[FigureSetting, argparse.Namespace]:
     """Parse a figure script's command line: ``--quick``, ``--out``, ``--limit``,
-    ``--max-new-tokens``, ``--model``, ``--dtype`` (plus what ``extra(parser)`` adds). Full mode writes under
+    ``--max-new-tokens``, ``--model``, ``--dtype``, ``--render`` when the script ``renders`` (redraws its
+    figure from its results) (plus what ``extra(parser)`` adds). Full mode writes under
     ``experiments/results/NAME``, quick mode under ``outputs/experiments-quick/NAME``."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="tiny random model, few prompts (seconds; CI)")
+    if renders:
+        parser.add_argument(
+            "--render",
+            action="store_true",
+            help="redraw the figure from the results already in the output folder (measures nothing; "
+            "the .csv and .md are kept)",
+        )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: see above)")
     parser.add_argument("--limit", type=int, default=None, help=f"prompts per setting (full: {limit})")
     parser.add_argument("--max-new-tokens", type=int, default=None, help=f"(full: {max_new_tokens})")
@@ -92,6 +132,7 @@ def figure_setting(
         max_new_tokens=args.max_new_tokens or (quick_tokens if args.quick else max_new_tokens),
         model=QUICK_MODEL if args.quick else (args.model or "smollm2"),
         dtype=args.dtype,
+        render=getattr(args, "render", False),
     )
     setting.out.mkdir(parents=True, exist_ok=True)
     return setting, args
@@ -110,7 +151,10 @@ def sweep_model_overrides(setting: FigureSetting) -> list[str]:
 
 def run_command(setting: FigureSetting, args: list[str]) -> None:
     """Run ``python ARGS`` from the repository root (where ``../shared`` data paths resolve),
-    printing it first and recording it for the Markdown output; raise if it fails."""
+    printing it first and recording it for the Markdown output; raise if it fails. When rendering,
+    nothing runs: its results are already in the output folder."""
+    if setting.render:
+        return
     shown = "python " + shlex.join(args)
     setting.commands.append(shown)
     print(f"$ {shown}", flush=True)
@@ -195,6 +239,14 @@ def experiment_sweep(name: str, quick: bool, folder: str = "sweep") -> Path:
     return (QUICK_DIR if quick else RESULTS_DIR) / name / folder
 
 
+def method_colour(name: str) -> str:
+    """The colour of method ``name`` in every figure: ``METHOD_COLOURS``, else one of ``PALETTE``
+    chosen by a hash of the name (the same in every panel and every run)."""
+    if name in METHOD_COLOURS:
+        return METHOD_COLOURS[name]
+    return PALETTE[zlib.crc32(name.encode()) % len(PALETTE)]
+
+
 def line_panels(
     table: pd.DataFrame,
     x: str,
@@ -206,23 +258,27 @@ def line_panels(
     skip: tuple[str, ...] = (),
 ):
     """A figure of side-by-side panels, one per ``(column, ylabel)`` of ``panels``, each with one line
-    per ``by`` group (groups in ``skip`` left out) against ``x``; panels whose label mentions
-    "speedup" or "over" get a reference line at 1."""
+    per ``by`` group (groups in ``skip`` left out; one colour per group, ``method_colour``) against
+    ``x``; panels whose label mentions "speedup" or "over" get a reference line at 1, inside the
+    y range. One legend, right of the panels, off the data."""
     plt = pyplot()
-    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1.5, 4.2), squeeze=False)
     for axis, (column, ylabel) in zip(axes[0], panels, strict=True):
         for group, rows in table.groupby(by, sort=False):
             if group not in skip:
-                axis.plot(rows[x], rows[column], "o-", label=group)
+                axis.plot(rows[x], rows[column], "o-", label=group, color=method_colour(str(group)))
         if "speedup" in ylabel or "over" in ylabel:
             axis.axhline(1.0, color="k", linewidth=0.8)
+            low, high = axis.get_ylim()
+            axis.set_ylim(min(low, 0.95), max(high, 1.05))  # the line at 1 stays in view
         if log_x:
             axis.set_xscale("log", base=2)
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle(title, fontsize=11)
+    axes[0, -1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
     return figure
 
 
@@ -248,9 +304,17 @@ def write_outputs(
     figure=None,
     notes: list[str] | None = None,
 ) -> list[Path]:
-    """Write ``NAME.csv`` (``table``), ``NAME.md`` (title, the commands run, ``markdown``, notes) and,
-    given a matplotlib figure, ``NAME.png`` into the setting's folder; return the paths written."""
+    """Write ``NAME.csv`` (``table``), ``NAME.md`` (title, the commands run, ``markdown``, notes),
+    ``machine.txt`` (``setting.machine``) and, given a matplotlib figure, ``NAME.png`` into the
+    setting's folder; return the paths written. When rendering, only the figure is written."""
     out, name = setting.out, setting.name
+    if setting.render:
+        if figure is None:
+            return []
+        figure.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
+        print(f"wrote {repo_relative(out / f'{name}.png')}")
+        return [out / f"{name}.png"]
+    (out / MACHINE_FILE).write_text(setting.machine + "\n")
     written = [out / f"{name}.csv", out / f"{name}.md"]
     table.to_csv(written[0], index=False)
     invocation = "python " + shlex.join([repo_relative(Path(sys.argv[0])), *sys.argv[1:]])

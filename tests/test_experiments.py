@@ -134,6 +134,28 @@ def test_modeled_auto(outputs):
     assert (table["modeled_speedup_vs_hf"] > 0).all() and (table["fed_per_token"] >= 1).all()
 
 
+def test_a_figure_is_redrawn_from_its_results_without_measuring(outputs):
+    """``--render`` (after test_scaling_law_and_token_budget and test_prompt_length wrote their quick
+    results): no command runs, the .csv and .md stay as they were, the .png is drawn again."""
+    for name in ("scaling_law", "prompt_length"):
+        folder = outputs / name
+        if not (folder / f"{name}.csv").exists():
+            run_quick(name, outputs)
+        kept = {s: (folder / f"{name}{s}").read_bytes() for s in (".csv", ".md")}
+        (folder / f"{name}.png").unlink()
+        assert (folder / "machine.txt").read_text().strip()  # where the results were measured
+        completed = subprocess.run(
+            [sys.executable, f"experiments/{name}.py", "--quick", "--render", "--out", str(folder)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert "$ python" not in completed.stdout and "(in this process)" not in completed.stdout
+        assert {s: (folder / f"{name}{s}").read_bytes() for s in (".csv", ".md")} == kept
+        assert (folder / f"{name}.png").stat().st_size > 0
+
+
 def test_prompt_length(outputs):
     table = run_quick("prompt_length", outputs)
     assert sorted(set(table["length"])) == [16, 64]
