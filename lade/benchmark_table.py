@@ -11,13 +11,13 @@ invocation's command and machine. A record's method name carries its settings
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from lade.suite_report import identical_cell, summarize
+from lade.bench_report import markdown_table
+from lade.suite_report import MEASURES, measure_cells, speedup_cell, summarize
 
 COLUMNS = [
     "model",
@@ -144,16 +144,6 @@ def label(row, with_k: bool = False) -> str:
     return text + (f" T={row.temperature:g}" if row.temperature else "")
 
 
-def speedup_cell(row) -> str:
-    """``"1.23x [1.10, 1.35]"``: the speedup and its 95% interval (``-`` where one prompt gave none)."""
-    ci = (
-        f" [{row.speedup_ci_low:.2f}, {row.speedup_ci_high:.2f}]"
-        if not math.isnan(row.speedup_ci_low)
-        else ""
-    )
-    return f"{row.speedup:.2f}x{ci}"
-
-
 def headline(table: pd.DataFrame) -> str:
     """Per setting, a Markdown table: one row per dataset, one column per method other than the
     baselines, each cell its speedup over its baseline with the 95% interval."""
@@ -186,20 +176,15 @@ def headline(table: pd.DataFrame) -> str:
 
 
 def details(table: pd.DataFrame) -> str:
-    """Every row as Markdown: speedup [interval], median, compression, tokens fed per step, tokens/s and
-    outputs identical to HF greedy's."""
-    head = ["model", "dtype", "tokens", "dataset", "method", "prompts", "speedup [95% CI]", "median"]
-    head += ["compression", "fed/step", "tok/s", "identical"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table.itertuples():
-        lines.append(
-            f"| {r.model} | {r.dtype} | {r.max_new_tokens} | {r.dataset} | {label(r, with_k=True)} | "
-            f"{r.prompts} | "
-            f"{speedup_cell(r)} | {r.median_speedup:.2f}x | {_number(r.compression)} | "
-            f"{_number(r.tokens_fed_per_step, 1)} | {r.tokens_per_s:.1f} | "
-            f"{identical_cell(r.identical, r.near_tie, r.prompts)} |"
-        )
-    return "\n".join(lines)
+    """Every row as Markdown: model, dtype, tokens, dataset, method and prompts, then
+    ``suite_report.measure_cells`` (speedup [interval], median, compression, tokens fed per step,
+    tokens/s and outputs identical to HF greedy's)."""
+    head = ("model", "dtype", "tokens", "dataset", "method", "prompts", *MEASURES)
+    rows = [
+        [r.model, r.dtype, r.max_new_tokens, r.dataset, label(r, with_k=True), r.prompts, *measure_cells(r)]
+        for r in table.itertuples()
+    ]
+    return markdown_table(head, ["| " + " | ".join(map(str, r)) + " |" for r in rows])
 
 
 def figure(table: pd.DataFrame):
@@ -290,7 +275,3 @@ def render_all(out: Path, readme: Path | None = None) -> pd.DataFrame:
     if readme is not None:
         render_readme(readme, table)
     return table
-
-
-def _number(value: float, digits: int = 2) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"

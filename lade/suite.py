@@ -28,9 +28,10 @@ from pathlib import Path
 
 import torch
 
+from lade.bench_methods import first_row, hf_method
 from lade.bench_timing import REFERENCE, rotated
 from lade.decoding import LookaheadDecoder
-from lade.divergence import compare, row_logits
+from lade.divergence import compare
 
 COLUMNS = (
     "model",
@@ -78,19 +79,12 @@ def hf_call(model, options: dict, keep_logits: bool = False, **extra) -> Method:
     reference. Steps are counted for plain greedy or sampling (one forward per token), not with
     ``extra``."""
 
+    generate = hf_method(model, options, first_row, keep_logits=keep_logits, **extra)
+
     def call(ids: torch.Tensor) -> Outcome:
-        out = model.generate(
-            ids.to(model.device),
-            attention_mask=torch.ones_like(ids).to(model.device),
-            return_dict_in_generate=True,
-            output_logits=keep_logits,
-            **options,
-            **extra,
-        )
-        tokens = out.sequences[0, ids.shape[1] :].tolist()
-        steps = len(tokens) if not extra else math.nan  # plain greedy or sampling: one forward per token
-        logits = row_logits(out.logits, 0) if keep_logits else None
-        return Outcome(tokens, steps, steps, logits=logits)
+        rows, _, _, logits = generate(ids, torch.ones_like(ids))
+        steps = len(rows[0]) if not extra else math.nan  # plain greedy or sampling: one forward per token
+        return Outcome(rows[0], steps, steps, logits=logits[0] if keep_logits else None)
 
     return call
 

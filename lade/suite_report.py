@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from lade.bench_report import markdown_table
 from lade.bench_timing import REFERENCE
 
 GROUP = ["model", "dtype", "dataset", "method"]
@@ -100,20 +101,33 @@ def summarize(records: pd.DataFrame, baselines: dict[str, str] | None = None) ->
     return pd.DataFrame(rows)
 
 
+MEASURES = ("speedup [95% CI]", "median", "compression", "fed/step", "tok/s", "identical")
+
+
+def measure_cells(row) -> list[str]:
+    """A summary row's ``MEASURES`` as Markdown cells: speedup [95% CI], median, compression, tokens
+    fed per step, tokens/s and identical (near-tie) outputs of the prompts."""
+    return [
+        speedup_cell(row),
+        f"{row.median_speedup:.2f}x",
+        cell(row.compression),
+        cell(row.tokens_fed_per_step, 1),
+        f"{row.tokens_per_s:.1f}",
+        identical_cell(row.identical, row.near_tie, row.prompts),
+    ]
+
+
 def markdown(summary: pd.DataFrame) -> str:
-    """``summary`` as a Markdown table: speedup [95% CI], median, compression, tokens fed per step,
-    tokens/s and identical (near-tie) outputs of the prompts."""
-    head = ("model", "dtype", "dataset", "method", "speedup [95% CI]", "median", "compression", "fed/step")
-    head += ("tok/s", "identical")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in summary.itertuples():
-        lines.append(
-            f"| {r.model} | {r.dtype} | {r.dataset} | {r.method} | {r.speedup:.2f}x "
-            f"[{_cell(r.speedup_ci_low)}, {_cell(r.speedup_ci_high)}] | {r.median_speedup:.2f}x | "
-            f"{_cell(r.compression)} | {_cell(r.tokens_fed_per_step, 1)} | {r.tokens_per_s:.1f} | "
-            f"{identical_cell(r.identical, r.near_tie, r.prompts)} |"
-        )
-    return "\n".join(lines)
+    """``summary`` as a Markdown table: model, dtype, dataset, method, then ``measure_cells``."""
+    rows = [[r.model, r.dtype, r.dataset, r.method, *measure_cells(r)] for r in summary.itertuples()]
+    return markdown_table((*GROUP, *MEASURES), ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
+def speedup_cell(row) -> str:
+    """``"1.23x [1.10, 1.35]"``: the speedup and its 95% interval (the interval left out where a single
+    prompt gave none)."""
+    ci = "" if math.isnan(row.speedup_ci_low) else f" [{row.speedup_ci_low:.2f}, {row.speedup_ci_high:.2f}]"
+    return f"{row.speedup:.2f}x{ci}"
 
 
 def identical_cell(identical: float, near_tie: float, prompts: int) -> str:
@@ -125,7 +139,8 @@ def identical_cell(identical: float, near_tie: float, prompts: int) -> str:
     return f"{int(identical)}/{prompts}" + (f" ({ties} near-tie)" if ties else "")
 
 
-def _cell(value: float, digits: int = 2) -> str:
+def cell(value: float | None, digits: int = 2) -> str:
+    """``value`` to ``digits`` decimals; ``"-"`` for None or NaN."""
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
