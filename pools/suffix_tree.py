@@ -12,6 +12,7 @@ global index holds at most ``global_tokens`` tokens, the oldest outputs dropped 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 
@@ -44,8 +45,8 @@ class SuffixIndex:
         those occurrences)``; ``(0, [])`` when not even its last token does."""
         best: tuple[int, list[int]] = (0, [])
         for depth in range(1, min(self.max_depth, len(pattern)) + 1):
-            ends = self.ends.get(tuple(pattern[len(pattern) - depth :]))
-            found = [end for end in ends or () if end < before]
+            ends = self.ends.get(tuple(pattern[len(pattern) - depth :]), [])
+            found = ends[: bisect_left(ends, before)]  # ends are in text order
             if not found:
                 break  # a longer suffix cannot occur where this one does not
             best = (depth, found)
@@ -111,8 +112,9 @@ class SuffixTreePool(NGramPool):
         return None
 
     def start(self, prompt: Sequence[int]) -> None:
-        self._retire_output()
-        if not self.persistent:
+        if self.persistent:
+            self._retire_output()
+        else:  # the global index then only ever holds nothing
             self._global, self._outputs = SuffixIndex(self.max_depth), []
         self._local = SuffixIndex(self.max_depth)
         self._local.extend(prompt)
@@ -166,6 +168,9 @@ class SuffixTreePool(NGramPool):
         if not output or self.global_tokens == 0:
             return
         self._outputs.append(output)
+        if sum(len(o) for o in self._outputs) <= self.global_tokens:  # nothing to drop: extend in place
+            self._global.extend(output)
+            return
         while sum(len(o) for o in self._outputs) > self.global_tokens and len(self._outputs) > 1:
             self._outputs.pop(0)
         if sum(len(o) for o in self._outputs) > self.global_tokens:
