@@ -3,22 +3,28 @@ sizes N, with G = W, and the paper's analytic model fitted to it.
 
     python experiments/scaling_law.py            # SmolLM2, MT-Bench, W = 1,2,4,8,16 x N = 3,4,5
     python experiments/scaling_law.py --quick    # tiny random model, seconds
+    python experiments/scaling_law.py --render   # redraw from the committed results
 
 The model (lade/scaling.py, after the paper's): E[tokens per step] = 1 + sum_{i=1}^{N-1} (1 - (1 - a^i)^b)
-for b = G independent guesses whose tokens are each right with probability a. We fit it, and two
-relaxations: b = G^k (guesses from one window are correlated) and a guess's first i tokens right with
-probability a * c^(i-1) (once a guess starts right it tends to stay right), and report all three.
+for b independent guesses whose tokens are each right with probability a. The paper sets b = G; but a
+step verifies only the candidates the pool holds for its key, often far fewer than G, so every fit here
+takes b from the candidates each step actually verified (the per-step counts in each job's steps.csv,
+the model averaged over them), and the paper's b = G is reported beside it. We fit the model and two
+relaxations: b^k effective guesses (guesses from one window are correlated) and a guess's first i
+tokens right with probability a * c^(i-1) (once a guess starts right it tends to stay right).
 The lookahead branch alone feeds the pool here (no prompt seeding), so the figure measures what the
 Jacobi window finds.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from lade.figures import figure_setting, identical_counts, markdown_table, pyplot, run_sweep, write_outputs
-from lade.scaling import expected_tokens, fit
+from lade.scaling import candidate_shares, expected_tokens, fit, mixed_expected_tokens
 
 WINDOWS = "1,2,4,8,16"
 NGRAMS = "3,4,5"
@@ -33,45 +39,49 @@ def sweep_overrides(quick: bool) -> list[str]:
     return [*data, *grid, "pool.seed_prompt=false"]
 
 
-def run(setting) -> pd.DataFrame:
-    """Run (or resume) the sweep; one row per (W, N) job."""
+def run(setting) -> tuple[pd.DataFrame, np.ndarray]:
+    """Run (or resume) the sweep; one row per (W, N) job, and [jobs, K] the share of each job's steps
+    that verified b = 0..K-1 candidates (``lade.scaling.candidate_shares``)."""
     frame = run_sweep(setting, sweep_overrides(setting.quick))
-    columns = ["window", "ngram", "guess", "compression", "speedup", "tokens_per_s", "step_tokens_mean"]
-    columns += ["identical", "prompts"]
-    return frame[columns].sort_values(["ngram", "window"]).reset_index(drop=True)
+    frame = frame.sort_values(["ngram", "window"]).reset_index(drop=True)
+    steps = [pd.read_csv(Path(job) / "steps.csv") for job in frame["job_dir"]]
+    if not all("candidates" in s for s in steps):
+        stale = setting.out / "sweep"
+        raise RuntimeError(f"{stale} has jobs without per-step candidate counts (older): delete it, rerun")
+    shares = candidate_shares([s["candidates"].to_numpy() for s in steps])
+    columns = ["window", "ngram", "guess", "candidates_mean", "compression", "speedup", "tokens_per_s"]
+    columns += ["step_tokens_mean", "identical", "prompts"]
+    return frame[columns], shares
 
 
 def main(argv: list[str] | None = None) -> None:
     setting, _ = figure_setting("scaling_law", __doc__, limit=6, max_new_tokens=64, argv=argv)
-    table = run(setting)
-    points = (table["guess"], table["ngram"], table["compression"])
-    paper = fit(*points, exponent=1.0)  # the paper's model: b = G independent guesses, P(i right) = a^i
-    free = fit(*points)  # b = G^k effective guesses
-    full = fit(*points, continuation=True)  # and P(first i right) = a * c^(i-1)
-    table["model_paper"] = expected_tokens(paper["acceptance"], table["guess"], table["ngram"])
-    table["model_fitted"] = expected_tokens(
-        full["acceptance"], table["guess"], table["ngram"], full["exponent"], full["continuation"]
+    table, shares = run(setting)
+    ngram, compression = table["ngram"], table["compression"]
+    nominal = fit(table["guess"], ngram, compression, exponent=1.0)  # the paper's model as stated: b = G
+    paper = fit(shares, ngram, compression, exponent=1.0)  # b = the candidates each step verified
+    free = fit(shares, ngram, compression)  # b^k effective guesses
+    full = fit(shares, ngram, compression, continuation=True)  # and P(first i right) = a * c^(i-1)
+    table["model_nominal_g"] = expected_tokens(nominal["acceptance"], table["guess"], ngram)
+    table["model_paper"] = mixed_expected_tokens(paper["acceptance"], shares, ngram)
+    table["model_fitted"] = mixed_expected_tokens(
+        full["acceptance"], shares, ngram, full["exponent"], full["continuation"]
     )
 
     plt = pyplot()
-    # two panels, the measurements in both: the fitted model (left) and the paper's (right), whose
-    # curves drawn together overlapped the fitted ones
+    # two panels, the measurements in both: the fitted model (left) and the paper's (right); each
+    # model is evaluated at the measured points only, where the candidates verified are known
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    dense = np.unique(np.geomspace(1, table["window"].max(), 60))
+    fitted = f"fitted: a={full['acceptance']:.3f} c={full['continuation']:.2f} k={full['exponent']:.2f}"
     models = (
-        (f"fitted: a={full['acceptance']:.3f} c={full['continuation']:.2f} k={full['exponent']:.2f}", full),
-        (f"paper's model (b = G independent guesses): a={paper['acceptance']:.3f}", paper),
+        (fitted, "model_fitted"),
+        (f"paper's model, b = candidates verified: a={paper['acceptance']:.3f}", "model_paper"),
     )
-    if paper["acceptance"] ** 2 < 0.01:  # its later levels add ~nothing: one curve for every N
-        models = (models[0], (models[1][0] + " (the N curves coincide: a^2 ~ 0)", paper))
-    for axis, (label, found) in zip(axes, models, strict=True):
-        for index, (ngram, group) in enumerate(table.groupby("ngram")):
+    for axis, (label, column) in zip(axes, models, strict=True):
+        for index, (n, group) in enumerate(table.groupby("ngram")):
             color = f"C{index}"
-            axis.plot(group["window"], group["compression"], "o", color=color, label=f"N={ngram} measured")
-            curve = expected_tokens(
-                found["acceptance"], dense, ngram, found.get("exponent", 1.0), found.get("continuation")
-            )
-            axis.plot(dense, curve, "--", color=color, alpha=0.8, label=f"N={ngram} model")
+            axis.plot(group["window"], group["compression"], "o", color=color, label=f"N={n} measured")
+            axis.plot(group["window"], group[column], "--", color=color, alpha=0.8, label=f"N={n} model")
         axis.set_xscale("log", base=2)
         axis.set_xlabel("window size W (= guesses G), log scale")
         axis.set_title(label, fontsize=9)
@@ -86,23 +96,29 @@ def main(argv: list[str] | None = None) -> None:
     )
     markdown = markdown_table(
         view,
-        {c: ".3f" for c in ("compression", "speedup", "model_fitted", "model_paper")}
-        | {"tokens_per_s": ".1f", "step_tokens_mean": ".1f"},
+        {c: ".3f" for c in ("compression", "speedup", "model_nominal_g", "model_paper", "model_fitted")}
+        | {"tokens_per_s": ".1f", "step_tokens_mean": ".1f", "candidates_mean": ".2f"},
     )
     notes = [
-        f"The paper's model (b = G independent guesses, each token right with probability a): "
-        f"a = {paper['acceptance']:.3f}, RMSE {paper['rmse']:.3f} tokens/step (column model_paper).",
-        f"With b = G^k effective guesses: a = {free['acceptance']:.3f}, k = {free['exponent']:.2f}, "
+        "candidates_mean: candidates verified per step, G at most; fewer while the pool holds fewer "
+        "n-grams for the step's key. Every fit below takes b from each step's count (the model averaged "
+        "over the steps), except the first.",
+        f"The paper's model as stated (b = G independent guesses, each token right with probability a): "
+        f"a = {nominal['acceptance']:.3f}, RMSE {nominal['rmse']:.3f} tokens/step (column model_nominal_g).",
+        f"The paper's model with b = the candidates each step verified: a = {paper['acceptance']:.3f}, "
+        f"RMSE {paper['rmse']:.3f} (column model_paper, right panel).",
+        f"With b^k effective guesses: a = {free['acceptance']:.3f}, k = {free['exponent']:.2f}, "
         f"RMSE {free['rmse']:.3f}.",
-        f"With b = G^k and a guess's first i tokens right with probability a * c^(i-1): "
+        f"With b^k and a guess's first i tokens right with probability a * c^(i-1): "
         f"a = {full['acceptance']:.3f}, c = {full['continuation']:.2f}, k = {full['exponent']:.2f}, "
-        f"RMSE {full['rmse']:.3f} (column model_fitted, dashed in the figure).",
+        f"RMSE {full['rmse']:.3f} (column model_fitted, left panel).",
         "compression: new tokens / steps over all prompts; speedup: tokens/s over HF greedy on the same "
-        "prompts, alternating; step_tokens_mean: tokens fed per step (1 + (W + G')(N - 1), G' <= G found).",
+        "prompts, alternating; step_tokens_mean: tokens fed per step (1 + W(N - 1) + the candidates' "
+        "token-trie nodes).",
     ]
     fits = {
         f"{name}_{key}": value
-        for name, found in (("paper", paper), ("free", free), ("full", full))
+        for name, found in (("nominal", nominal), ("paper", paper), ("free", free), ("full", full))
         for key, value in found.items()
     }
     title = "Scaling law: compression vs W for several N (G = W)"

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     setting, _ = figure_setting("token_budget", __doc__, limit=6, max_new_tokens=64, argv=argv)
     # the scaling-law sweep, in the scaling_law folder next to this one
     sweep_setting = replace(setting, name="scaling_law", out=setting.out.parent / "scaling_law")
-    table = scaling_law.run(sweep_setting)
+    table, _ = scaling_law.run(sweep_setting)
     parameters = parameter_count(setting.model)  # the same in any dtype
     table["token_budget"] = (table["window"] + table["guess"]) * (table["ngram"] - 1)
     table["flops_per_step"] = 2.0 * parameters * table["step_tokens_mean"]

@@ -7,6 +7,7 @@ runtime (``lade.sweep`` wraps it), so notebooks and tests can call it on a compo
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -217,11 +218,14 @@ def run_job(
                     "overhead_fraction": result.metrics.overhead_fraction,
                     "step_tokens_mean": sum(m.step_sizes) / max(m.steps, 1),
                     "branch_fraction": m.branch_steps / max(m.steps, 1),
+                    "candidates_mean": sum(m.candidate_counts) / max(m.steps, 1),
                 }
             )
             batch_steps += [
-                {"prompt": prompt_index, "step": step, "tokens": tokens, "seconds": seconds}
-                for step, (tokens, seconds) in enumerate(zip(m.tokens_per_step, m.step_times_s, strict=True))
+                {"prompt": prompt_index, "step": step, "tokens": tokens, "seconds": seconds, "candidates": n}
+                for step, (tokens, seconds, n) in enumerate(
+                    zip(m.tokens_per_step, m.step_times_s, m.candidate_counts, strict=True)
+                )
             ]
             for accepted, count in m.accepted_histogram.items():
                 batch_histogram[accepted] = batch_histogram.get(accepted, 0) + count
@@ -268,6 +272,9 @@ def run_job(
         "step_tokens_mean": sum(r["step_tokens_mean"] * r["steps"] for r in prompt_rows)
         / max(total("steps"), 1),
         "branch_fraction": sum(r["branch_fraction"] * r["steps"] for r in prompt_rows)
+        / max(total("steps"), 1),
+        # candidates verified per step (at most G; fewer while the pool holds fewer for the key)
+        "candidates_mean": sum(r.get("candidates_mean", math.nan) * r["steps"] for r in prompt_rows)
         / max(total("steps"), 1),
         **{f"time_{stage}_s": seconds for stage, seconds in time_split.items()},
         "accepted_histogram": {str(k): v for k, v in sorted(histogram.items())},

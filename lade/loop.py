@@ -109,6 +109,7 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 logits[i, : branch.verified[i]] if record else None,
                 branch.candidates[i].rows,
             )
+            row.metrics.candidate_counts.append(branch.candidates[i].count)
             if row.pool.reads_logits:  # e.g. Token Recycling: what the model predicted after each token
                 fed = [lasts[i], *branch.tokens[i, : branch.verified[i] - 1].tolist()]
                 row.pool.observe_logits(fed, logits[i, : branch.verified[i]])

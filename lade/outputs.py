@@ -44,6 +44,7 @@ def assemble(
             metrics.tokens_per_step += m.tokens_per_step
             metrics.step_sizes += m.step_sizes
             metrics.verification_sizes += m.verification_sizes
+            metrics.candidate_counts += m.candidate_counts
     metrics.total_s = time.perf_counter() - started
     for row in rows:
         row.metrics.total_s = metrics.total_s

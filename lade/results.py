@@ -103,7 +103,8 @@ def load_prompts(path: str | Path) -> pd.DataFrame:
 
 
 def load_steps(path: str | Path) -> pd.DataFrame:
-    """One row per (job, prompt, decoding step): tokens committed and wall time of the step."""
+    """One row per (job, prompt, decoding step): tokens committed, wall time of the step and the
+    candidates it verified (``candidates``; absent in results written before it was recorded)."""
     return _load_tables(path, "steps.csv")
 
 

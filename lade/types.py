@@ -105,6 +105,7 @@ class DecodingMetrics:
     tokens_per_step: list[int] = field(default_factory=list)  # [steps] tokens committed at each step
     step_sizes: list[int] = field(default_factory=list)  # [steps] tokens fed per row at each step
     verification_sizes: list[int] = field(default_factory=list)  # [steps] of which the verification branch
+    candidate_counts: list[int] = field(default_factory=list)  # [steps] candidates verified at each step
     branch_steps: int = 0
     step_times_s: list[float] = field(default_factory=list)  # [forward_passes] wall time of each step
     source_steps: Counter = field(default_factory=Counter)  # forward passes per draft source (auto)

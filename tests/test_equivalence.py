@@ -182,6 +182,10 @@ def test_seeded_runs_repeat_and_metrics_add_up(tiny_models):
     assert sum(k * v for k, v in m.accepted_histogram.items()) >= m.new_tokens
     assert m.compression_ratio == pytest.approx(m.new_tokens / m.steps)
     assert m.tokens_per_s > 0 and set(m.time_s) == set(STEP_STAGES)
+    # candidates verified per step: at most G, and some step verified one (the repetitive prompt fills
+    # the pool); a step that accepted drafted tokens had candidates
+    assert len(m.candidate_counts) == m.steps and max(m.candidate_counts) <= 5 and max(m.candidate_counts) > 0
+    assert all(c > 0 for c, n in zip(m.candidate_counts, m.tokens_per_step, strict=True) if n > 1)
 
 
 @pytest.mark.parametrize("arch", ("llama", "gpt2"))

@@ -19,7 +19,7 @@ from lade.figures import (
     run_command,
     sweep_model_overrides,
 )
-from lade.scaling import expected_tokens, fit
+from lade.scaling import candidate_shares, expected_tokens, fit, mixed_expected_tokens
 
 SCRIPTS = [
     "scaling_law",
@@ -70,6 +70,8 @@ def test_scaling_law_and_token_budget(outputs):
     assert np.allclose(budget["token_budget"], (budget["window"] + budget["guess"]) * (budget["ngram"] - 1))
     assert (budget["flops_per_step"] > 0).all()
     assert 0 < table["full_acceptance"].iloc[0] < 1 and table["paper_exponent"].iloc[0] == 1.0
+    assert table["nominal_exponent"].iloc[0] == 1.0  # the paper's model as stated, b = G
+    assert ((0 <= table["candidates_mean"]) & (table["candidates_mean"] <= table["guess"])).all()
 
 
 def test_ablations(outputs):
@@ -206,6 +208,33 @@ def test_fit_recovers_the_model_parameters():
     )
     with pytest.raises(ValueError, match="equally long"):
         fit([1, 2], [3], [1.0, 1.1])
+
+
+def test_candidate_shares_and_the_mixed_model():
+    shares = candidate_shares([[0, 2, 2, 2], [1, 1], []])
+    assert np.allclose(shares, [[0.25, 0, 0.75], [0, 1, 0], [0, 0, 0]])
+    a, ngram = 0.3, np.array([5, 5])
+    point_masses = np.array([[0, 0, 0, 1.0], [0, 1.0, 0, 0]])  # every step verifies 3, or 1, candidates
+    assert np.allclose(mixed_expected_tokens(a, point_masses, ngram), expected_tokens(a, [3, 1], ngram))
+    half_empty = np.array([[0.5, 0, 0, 0.5]])  # half the steps have no candidates: 1 token each
+    assert mixed_expected_tokens(a, half_empty, [5]) == pytest.approx(0.5 + 0.5 * expected_tokens(a, 3, 5))
+    grid = np.array([[0.2], [0.4]])  # [2, 1] parameter values: [2, 1, P] predictions
+    values = mixed_expected_tokens(grid, point_masses, ngram, continuation=np.array([[0.5, 0.6]]))
+    assert values.shape == (2, 2, 2)
+    assert values[1, 0] == pytest.approx(expected_tokens(0.4, [3, 1], ngram, continuation=0.5))
+
+
+def test_fit_with_measured_candidates_recovers_what_nominal_g_misses():
+    rng = np.random.default_rng(0)
+    ngram = np.repeat([3, 4, 5], 5)
+    nominal = np.tile([1, 2, 4, 8, 16], 3)
+    # steps verify 0..G candidates (a pool that is still filling), uniformly
+    shares = candidate_shares([rng.integers(0, g + 1, size=400) for g in nominal])
+    measured = mixed_expected_tokens(0.35, shares, ngram)
+    found = fit(shares, ngram, measured, exponent=1.0)
+    assert found["acceptance"] == pytest.approx(0.35, abs=0.002) and found["rmse"] < 1e-6
+    biased = fit(nominal, ngram, measured, exponent=1.0)  # b = G overstates the guesses
+    assert biased["acceptance"] < 0.34 and biased["rmse"] > found["rmse"]
 
 
 def test_figure_setting_modes_and_bad_values(tmp_path):

@@ -64,9 +64,9 @@ def test_the_global_index_drafts_from_earlier_outputs_within_its_bound():
     assert pool.candidates([14], 2) == [(15, 16)]
     assert SuffixTreePool(4).memory_entries() == 0
     grown = SuffixTreePool(3, global_tokens=100, persistent=True)  # under its bound: grown in place
-    for prompt, output in (([1], [5, 6, 5]), ([2], [6, 5, 7]), ([3], [])):
-        grown.start(prompt)
-        grown.observe(prompt + output, len(output))
+    for start, output in (([1], [5, 6, 5]), ([2], [6, 5, 7]), ([3], [])):
+        grown.start(start)
+        grown.observe(start + output, len(output))
     rebuilt = SuffixIndex(grown.max_depth)
     rebuilt.extend([5, 6, 5, 6, 5, 7])
     assert grown._global.text == rebuilt.text and grown._global.ends == rebuilt.ends
