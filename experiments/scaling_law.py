@@ -18,12 +18,11 @@ Jacobi window finds.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from lade.figures import figure_setting, identical_counts, markdown_table, pyplot, run_sweep, write_outputs
+from lade.results import load_steps
 from lade.scaling import candidate_shares, expected_tokens, fit, mixed_expected_tokens
 
 WINDOWS = "1,2,4,8,16"
@@ -44,11 +43,12 @@ def run(setting) -> tuple[pd.DataFrame, np.ndarray]:
     that verified b = 0..K-1 candidates (``lade.scaling.candidate_shares``)."""
     frame = run_sweep(setting, sweep_overrides(setting.quick))
     frame = frame.sort_values(["ngram", "window"]).reset_index(drop=True)
-    steps = [pd.read_csv(Path(job) / "steps.csv") for job in frame["job_dir"]]
-    if not all("candidates" in s for s in steps):
+    steps = load_steps(setting.out / "sweep")  # its job_dir column names the folders as frame's
+    if "candidates" not in steps or steps["candidates"].isna().any():
         stale = setting.out / "sweep"
         raise RuntimeError(f"{stale} has jobs without per-step candidate counts (older): delete it, rerun")
-    shares = candidate_shares([s["candidates"].to_numpy() for s in steps])
+    counts = {job: job_steps["candidates"].to_numpy() for job, job_steps in steps.groupby("job_dir")}
+    shares = candidate_shares([counts[job] for job in frame["job_dir"]])
     columns = ["window", "ngram", "guess", "candidates_mean", "compression", "speedup", "tokens_per_s"]
     columns += ["step_tokens_mean", "identical", "prompts"]
     return frame[columns], shares

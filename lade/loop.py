@@ -107,9 +107,8 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 layout,
                 stop,
                 logits[i, : branch.verified[i]] if record else None,
-                branch.candidates[i].rows,
+                branch.candidates[i],
             )
-            row.metrics.candidate_counts.append(branch.candidates[i].count)
             if row.pool.reads_logits:  # e.g. Token Recycling: what the model predicted after each token
                 fed = [lasts[i], *branch.tokens[i, : branch.verified[i] - 1].tolist()]
                 row.pool.observe_logits(fed, logits[i, : branch.verified[i]])

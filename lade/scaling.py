@@ -74,7 +74,8 @@ def fit(
     ``guesses``: the nominal G per point [P], or the measured share of steps verifying b = 0..K-1
     candidates [P, K] (``candidate_shares``; the model is then ``mixed_expected_tokens``). Fits the
     acceptance ``a``, the exponent ``k`` (unless given) and, with ``continuation=True``, the continuation
-    probability ``c`` (else c = a), by grid search (a, c in 0.001..0.999, k in 0..1.5).
+    probability ``c`` (else c = a), by grid search (a, c in 0.001..0.999, k in 0..1.5 by 0.01,
+    coarse to fine).
     Returns ``{"acceptance", "continuation", "exponent", "rmse"}`` (RMSE in tokens per step).
     """
     guesses, ngram, measured = (np.asarray(x, dtype=float) for x in (guesses, ngram, compression))
@@ -87,15 +88,20 @@ def fit(
             return mixed_expected_tokens(a[..., 0], guesses, ngram, k, None if c is None else c[..., 0])
         return expected_tokens(a, guesses, ngram, k, c)
 
-    exponents = [exponent] if exponent is not None else np.linspace(0.0, 1.5, 151)
     a = GRID[:, None, None]  # [A, 1, 1] x [1, C, 1] x [P] points
     c = GRID[None, ::10, None] if continuation else None  # coarse c first, refined below
-    best = None
-    for k in exponents:
+
+    def best_at(k: float) -> tuple[float, float, float]:  # (mean squared error, a, k) at exponent k
         errors = np.mean((model(a, k, c) - measured) ** 2, axis=-1)
         index = np.unravel_index(np.argmin(errors), errors.shape)
-        candidate = (float(errors[index]), float(GRID[index[0]]), k)
-        best = candidate if best is None or candidate[0] < best[0] else best
+        return float(errors[index]), float(GRID[index[0]]), float(k)
+
+    if exponent is not None:
+        best = best_at(exponent)
+    else:  # k coarse to fine: every 0.1 over 0..1.5, then every 0.01 within 0.09 of the best
+        best = min(best_at(k) for k in np.round(np.linspace(0.0, 1.5, 16), 2))
+        fine = np.round(best[2] + np.arange(-9, 10) * 0.01, 2)
+        best = min(best, *(best_at(k) for k in fine[(fine >= 0.0) & (fine <= 1.5)]))
     error, acceptance, k = best
     result = {"acceptance": acceptance, "continuation": acceptance, "exponent": float(k), "rmse": error**0.5}
     if continuation:  # refine c on the full grid at the best k

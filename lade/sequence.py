@@ -17,7 +17,7 @@ from lade.generation import CallSettings
 from lade.interfaces import NGramPool, Proposer
 from lade.layout import StepLayout
 from lade.stopping import StopRule
-from lade.types import DecodingMetrics, Verification
+from lade.types import Candidates, DecodingMetrics, Verification
 from strategies.processing import RowScoring, for_row
 
 
@@ -96,15 +96,15 @@ class SequenceState:
         layout: StepLayout,
         stop: StopRule,
         verified_logits: torch.Tensor | None = None,
-        candidate_rows=None,
+        candidates: Candidates | None = None,
     ) -> tuple[list[int], list[int]]:
         """Apply a step's verification: advance the window (``update`` on a branch step with the
         newest levels' logits [R, W, V] or None, ``skip`` otherwise), credit the accepted candidate
         (one of ``continuations``, served after ``context``), commit the verified tokens up to where
         ``generate`` would stop (``stop``), record their scores and logits when asked (from
-        ``verified_logits`` [1 + R, V], the verifier's rows), and count the step. ``candidate_rows``
-        [G'][l]: the verifier's logits row after each candidate token (``Candidates.row_map``; None:
-        chains, as ``layout`` lays them out).
+        ``verified_logits`` [1 + R, V], the verifier's rows), and count the step. ``candidates``: the
+        step's verified candidates (their count is recorded; ``rows``, the verifier's logits row after
+        each candidate token, None for chains, as ``layout`` lays them out); None: none verified.
 
         Returns ``(new tokens, step rows to keep in the cache)``: the rows are the last token (0)
         and the accepted candidate tokens, all but the new last token, which the next step feeds.
@@ -116,6 +116,7 @@ class SequenceState:
         if verification.candidate_index >= 0:
             self.pool.record_hit(context, continuations[verification.candidate_index])
         tokens = verification.tokens
+        candidate_rows = None if candidates is None else candidates.rows
         if candidate_rows is None:
             accepted = [layout.candidate_row(verification.candidate_index, j) for j in range(len(tokens) - 1)]
         else:  # verified logits row r follows step row candidates.start + r - 1
@@ -133,6 +134,7 @@ class SequenceState:
         m.tokens_per_step.append(len(new))
         m.step_sizes.append(layout.size)
         m.verification_sizes.append(layout.size - layout.candidates.start)
+        m.candidate_counts.append(0 if candidates is None else candidates.count)
         m.branch_steps += bool(layout.num_levels)
         self.generated.extend(new)
         self.committed.extend(new)
