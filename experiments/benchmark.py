@@ -6,13 +6,17 @@ T = 0.7 and 1.0, on HumanEval and the six Spec-Bench categories, test-split prom
     python experiments/benchmark.py --dtype bfloat16
     python experiments/benchmark.py --model qwen2.5-coder-1.5b --dtype bfloat16 --limit 10 --max-new-tokens 64
     python experiments/benchmark.py --render                           # only re-render from the records
+    python experiments/benchmark.py --phases sampling --temperatures 1.0 --recalibrate
 
 A run measures one model, dtype and token budget, a *setting*, into ``records/{model}-{dtype}-{tokens}/``:
 ``dev.csv`` (HF prompt lookup at K = 2, 3, 5, 10 on ``--dev-limit`` dev-split prompts, from which each
 dataset's K is tuned; ``--tuned-lookup SUMMARY`` takes the K from an earlier dev summary instead),
 ``greedy.csv`` and ``sampling.csv`` (one row per prompt and method, ``lade.suite``), and ``runs.jsonl``
-(each invocation's command, commit and machine). Prompts run index-major, so a run stopped early holds
-about as many prompts of every dataset, and a rerun resumes where it stopped. Every run (and
+(each invocation's command, commit, machine and the latency curve auto planned with: each step size's
+cost relative to a one-token step, as auto's plans depend on it; ``--recalibrate`` measures it afresh
+first, on a machine left idle, where a cached curve might have been measured beside other work).
+Prompts run index-major, so a run stopped early holds about as many prompts of every dataset, and a
+rerun resumes where it stopped. Every run (and
 ``--render``) re-renders, from all the settings' records: ``benchmark.csv`` (one row per model, dtype,
 dataset, method, tuned and temperature, with 95% bootstrap intervals over prompts, ``lade.suite_report``),
 ``benchmark.md``, ``benchmark.png`` and the table between the ``benchmark`` markers in README.md.
@@ -31,7 +35,7 @@ import pandas as pd
 import torch
 
 from lade.bench_methods import auto_decoder, greedy_options, plain_decoder
-from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts
+from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
 from lade.benchmark_table import render_all
 from lade.figures import git_commit
 from lade.machine import cpu_description
@@ -62,15 +66,15 @@ def dev_methods(model, options: dict) -> dict:
     return methods
 
 
-def greedy_methods(model, options: dict, ks: dict[str, int], datasets: list[str], calibration_dir) -> dict:
+def greedy_methods(model, options: dict, ks: dict[str, int], datasets: list[str], auto) -> dict:
     """Per dataset: HF greedy, HF prompt lookup at K = 10 and at the dataset's tuned K
-    (``hf_prompt_lookup_tuned_k{K}``), the plain loop and auto. One decoder each serves every dataset
-    (a call never changes a decoder)."""
+    (``hf_prompt_lookup_tuned_k{K}``), the plain loop and ``auto`` (an auto decoder). One decoder each
+    serves every dataset (a call never changes a decoder)."""
     shared = {
         "hf_greedy": hf_call(model, options, keep_logits=True),
         "hf_prompt_lookup": hf_call(model, options, prompt_lookup_num_tokens=10),
         "plain_loop": decoder_call(plain_decoder(model), options),
-        "auto": decoder_call(auto_decoder(model, calibration_dir=calibration_dir), options),
+        "auto": decoder_call(auto, options),
     }
     lookups = {k: hf_call(model, options, prompt_lookup_num_tokens=k) for k in set(ks.values())}
     methods = {}
@@ -81,16 +85,28 @@ def greedy_methods(model, options: dict, ks: dict[str, int], datasets: list[str]
     return methods
 
 
-def sampling_methods(model, options: dict, calibration_dir) -> dict:
-    """HF sampling and the library's sampling under auto, per temperature in ``TEMPERATURES``
+def sampling_methods(model, options: dict, auto, temperatures=TEMPERATURES) -> dict:
+    """HF sampling and the library's sampling under ``auto`` (an auto decoder), per temperature
     (``hf_sampling_t{T}``, ``auto_t{T}``: the suffix pairs a method with its baseline)."""
-    decoder = auto_decoder(model, calibration_dir=calibration_dir)
     methods = {}
-    for t in TEMPERATURES:
+    for t in temperatures:
         sampled = sampling_options(options, t)
         methods[f"hf_sampling_t{t}"] = hf_call(model, sampled)
-        methods[f"auto_t{t}"] = decoder_call(decoder, sampled)
+        methods[f"auto_t{t}"] = decoder_call(auto, sampled)
     return methods
+
+
+def curve_record(curve) -> dict:
+    """The latency curve auto plans with, for ``runs.jsonl``: one-token step seconds, and each measured
+    step size's cost relative to it (at the curve's context)."""
+    return {
+        "context": curve.context,
+        "one_token_s": round(curve.seconds[0], 5),
+        "relative": {
+            size: round(seconds / curve.seconds[0], 3)
+            for size, seconds in zip(curve.sizes, curve.seconds, strict=True)
+        },
+    }
 
 
 def setting_dir(out: Path, model: str, dtype: str, max_new_tokens: int) -> Path:
@@ -143,12 +159,14 @@ def measure(args, argv: list[str]) -> None:
     folder = setting_dir(args.out, name, dtype, args.max_new_tokens)
     folder.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
+    auto = auto_decoder(model, calibration_dir=args.calibration_dir)
     run = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python experiments/benchmark.py " + shlex.join(argv),
         "commit": git_commit(),
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description(),
         "torch": torch.__version__,
+        "latency": curve_record(auto.calibrate(refresh=args.recalibrate)),
     }
     with (folder / "runs.jsonl").open("a") as handle:
         handle.write(json.dumps(run) + "\n")
@@ -162,10 +180,11 @@ def measure(args, argv: list[str]) -> None:
         ks = tune(args, model, tokenizer, options, folder, labels, warmup)
         print(f"HF prompt lookup's tuned K: {ks}", file=sys.stderr)
         check_tuned(folder / "greedy.csv", ks)
-        methods = greedy_methods(model, options, ks, datasets, args.calibration_dir)
+        methods = greedy_methods(model, options, ks, datasets, auto)
         run_suite(methods, prompts, folder / "greedy.csv", labels, warmup)
     if "sampling" in phases:
-        methods = dict.fromkeys(datasets, sampling_methods(model, options, args.calibration_dir))
+        temperatures = [float(t) for t in split_list(args.temperatures)]
+        methods = dict.fromkeys(datasets, sampling_methods(model, options, auto, temperatures))
         run_suite(methods, prompts, folder / "sampling.csv", labels, warmup, reference=None)
 
 
@@ -183,6 +202,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--spec-bench", default=str(ROOT / SPEC_BENCH))
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--calibration-dir", default=None, help="auto's latency cache (default ~/.cache)")
+    parser.add_argument("--recalibrate", action="store_true", help="measure auto's latency curve afresh")
+    parser.add_argument(
+        "--temperatures", default=",".join(map(str, TEMPERATURES)), help="the sampling phase's temperatures"
+    )
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="its table is rewritten")
     parser.add_argument("--render", action="store_true", help="only re-render from the committed records")
     argv = sys.argv[1:] if argv is None else argv
@@ -190,6 +213,12 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     unknown = set(args.phases.split(",")) - set(PHASES)
     if unknown:
         parser.error(f"--phases takes {', '.join(PHASES)}; got {sorted(unknown)}")
+    try:
+        temperatures = [float(t) for t in split_list(args.temperatures)]
+    except ValueError:
+        temperatures = []
+    if not temperatures or any(t <= 0 for t in temperatures):
+        parser.error(f"--temperatures takes a comma list of temperatures > 0; got {args.temperatures!r}")
     if not args.render:
         measure(args, argv)
     return render_all(args.out, args.readme)

@@ -145,9 +145,13 @@ def test_the_benchmark_script_measures_renders_and_resumes(tmp_path):
     rows = len(pd.read_csv(folder / "greedy.csv"))
     benchmark.main(quick)  # everything is recorded: nothing is run again
     assert len(pd.read_csv(folder / "greedy.csv")) == rows
-    assert len((folder / "runs.jsonl").read_text().splitlines()) == 2
+    runs = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2
+    assert runs[0]["latency"]["relative"]["1"] == 1.0  # the curve auto planned with, each run
     with pytest.raises(SystemExit):
         benchmark.main([*quick, "--phases", "greedy,beam"])
+    with pytest.raises(SystemExit):
+        benchmark.main([*quick, "--temperatures", "0.7,0"])
     k = int(table[table.tuned].setting.iloc[0].removeprefix("K="))
     with pytest.raises(ValueError, match="K is tuned to"):  # resuming at another K is refused
         benchmark.check_tuned(folder / "greedy.csv", {"synthetic": k + 1})
