@@ -5,8 +5,9 @@ in an order that rotates from prompt to prompt (machine noise hits all methods a
 output is compared with HF greedy's (``REFERENCE``, first divergence and the reference's margin there:
 ``lade.divergence``). The prompt's rows are appended to the records CSV as soon as its methods are
 done, so a run that dies loses at most the prompt it was on: run it again and it resumes at the next
-prompt not yet recorded (the rows say which; ``done_prompts``). Summaries with confidence intervals
-are ``lade.suite_report``'s.
+prompt not yet recorded (the rows say which; ``done_prompts``). Rows deleted for some methods are
+measured again, those methods only (to re-measure one pair of a table without the rest). Summaries
+with confidence intervals are ``lade.suite_report``'s.
 
 Prompts run index-major: prompt 0 of every dataset, then prompt 1 of every dataset, and so on, so a
 run stopped early holds about as many prompts of each dataset. A suite without a reference (sampling,
@@ -101,12 +102,15 @@ def decoder_call(decoder: LookaheadDecoder, options: dict) -> Method:
     return call
 
 
-def done_prompts(path: Path) -> set[tuple[str, ...]]:
-    """``(model, dtype, dataset, split, prompt)`` of every prompt the records at ``path`` hold."""
-    if not path.exists():
-        return set()
-    with path.open(newline="") as handle:
-        return {tuple(row[c] for c in COLUMNS[:5]) for row in csv.DictReader(handle)}
+def done_prompts(path: Path) -> dict[tuple[str, ...], set[str]]:
+    """``(model, dtype, dataset, split, prompt)`` -> the methods recorded for it, of every prompt the
+    records at ``path`` hold."""
+    done: dict[tuple[str, ...], set[str]] = {}
+    if path.exists():
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                done.setdefault(tuple(row[c] for c in COLUMNS[:5]), set()).add(row["method"])
+    return done
 
 
 def run_suite(
@@ -118,11 +122,14 @@ def run_suite(
     reference: str | None = REFERENCE,
 ) -> int:
     """Run ``methods[dataset]`` (name -> method, ``reference`` among them unless None) on each of
-    ``prompts[dataset]`` not yet recorded at ``path``, index-major, appending one row per method
-    (``COLUMNS``; ``labels``: ``model``, ``dtype``, ``split``). Each method is warmed up once on
-    ``warmup`` [1, T] (untimed) before its first timed call. Outputs are compared with ``reference``'s
-    (None: not compared, ``identical``/``near_tie``/``margin`` left empty). Progress goes to stderr.
-    Returns the prompts run."""
+    ``prompts[dataset]``, index-major, appending one row per method (``COLUMNS``; ``labels``:
+    ``model``, ``dtype``, ``split``). A method already recorded for a prompt at ``path`` is not run
+    again, so a rerun resumes, and deleting some methods' rows re-measures just those (together, in
+    the alternating order); with a ``reference``, a prompt is re-measured whole or not at all (outputs
+    are compared with a reference run in the same pass). Each method is warmed up once on ``warmup``
+    [1, T] (untimed) before its first timed call. Outputs are compared with ``reference``'s (None: not
+    compared, ``identical``/``near_tie``/``margin`` left empty). Progress goes to stderr. Returns the
+    prompts run."""
     for dataset in prompts:
         if reference is not None and reference not in methods[dataset]:
             raise ValueError(f"the methods of {dataset!r} need {reference!r}, the reference")
@@ -130,20 +137,25 @@ def run_suite(
     warmed: set[int] = set()
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = not path.exists()
-    todo = [
-        (index, dataset, ids)
-        for index in range(max((len(p) for p in prompts.values()), default=0))
-        for dataset, dataset_prompts in prompts.items()
-        for ids in dataset_prompts[index : index + 1]
-        if (labels["model"], labels["dtype"], dataset, labels["split"], str(index)) not in done
-    ]
+    todo = []  # (index, dataset, ids, the methods to run)
+    for index in range(max((len(p) for p in prompts.values()), default=0)):
+        for dataset, dataset_prompts in prompts.items():
+            key = (labels["model"], labels["dtype"], dataset, labels["split"], str(index))
+            recorded = done.get(key, set())
+            missing = {name: m for name, m in methods[dataset].items() if name not in recorded}
+            if missing and reference is not None and reference not in missing:
+                raise ValueError(
+                    f"{path} holds {reference!r} but not {sorted(missing)} for {dataset} prompt {index}: "
+                    "outputs are compared with a reference run in the same pass; delete the prompt's "
+                    "rows to measure it again"
+                )
+            todo += [(index, dataset, ids, missing) for ids in dataset_prompts[index : index + 1] if missing]
     started = time.perf_counter()
     with path.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         if fresh:
             writer.writeheader()
-        for ran, (index, dataset, ids) in enumerate(todo, start=1):
-            named = methods[dataset]
+        for ran, (index, dataset, ids, named) in enumerate(todo, start=1):
             for method in named.values():
                 if id(method) not in warmed:  # first calls pay for allocations and calibration
                     method(warmup)

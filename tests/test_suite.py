@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from lade import LookaheadDecoder
 from lade.bench_methods import greedy_options
@@ -91,7 +92,9 @@ def test_a_suite_records_every_prompt_once_and_resumes_where_it_died(methods, tm
     dying = {REFERENCE: methods[REFERENCE], "lookahead": dies_on_the_second_prompt}
     with pytest.raises(KeyboardInterrupt):
         run_suite({"a": dying, "b": dying}, prompts, path, LABELS, prompt("random", 9))
-    assert done_prompts(path) == {("tiny-random-llama", "float32", "a", "test", "0")}  # prompt 0 kept
+    assert done_prompts(path) == {
+        ("tiny-random-llama", "float32", "a", "test", "0"): {REFERENCE, "lookahead"}
+    }
     per_dataset = {"a": methods, "b": methods}
     assert run_suite(per_dataset, prompts, path, LABELS, prompt("random", 9)) == 2  # resumes at prompt 1
     assert run_suite(per_dataset, prompts, path, LABELS, prompt("random", 9)) == 0  # nothing left
@@ -105,6 +108,35 @@ def test_a_suite_records_every_prompt_once_and_resumes_where_it_died(methods, tm
     assert (reference.speedup == 1.0).all() and (reference.compression == 1.0).all()
     assert list(summary.identical) == [2, 2, 1, 1]
     assert "| tiny-random-llama | float32 | a |" in markdown(summary)
+
+
+def test_deleted_rows_of_some_methods_are_measured_again_and_only_those(tmp_path):
+    runs = []
+
+    def method(name):
+        def call(ids):
+            runs.append(name)
+            return Outcome([1, 2], 2, 2)
+
+        return call
+
+    named = {"hf_sampling": method("hf_sampling"), "auto": method("auto"), "other": method("other")}
+    prompts, path, warmup = (
+        {"a": [torch.ones(1, 4, dtype=torch.long)] * 2},
+        tmp_path / "r.csv",
+        torch.ones(1, 2),
+    )
+    assert run_suite({"a": named}, prompts, path, LABELS, warmup, reference=None) == 2
+    records = pd.read_csv(path)
+    for kept in (path, tmp_path / "g.csv"):
+        records[records.method == "other"].to_csv(kept, index=False)  # re-measure the paired two
+    runs.clear()
+    assert run_suite({"a": named}, prompts, path, LABELS, warmup, reference=None) == 2
+    assert sorted(runs) == ["auto"] * 3 + ["hf_sampling"] * 3  # a warm-up each, then the two prompts
+    assert sorted(pd.read_csv(path).method) == sorted(records.method)
+    # with a reference, outputs are compared in one pass: a prompt is measured whole or not at all
+    with pytest.raises(ValueError, match="delete the prompt's rows"):
+        run_suite({"a": named}, prompts, tmp_path / "g.csv", LABELS, warmup, reference="other")
 
 
 def test_a_wrong_token_is_counted_as_neither_identical_nor_near_tie(methods, tmp_path):
