@@ -221,10 +221,27 @@ def run_job(
                     "candidates_mean": sum(m.candidate_counts) / max(m.steps, 1),
                 }
             )
+            planned = (m.planned_tokens, m.planned_s) if m.planned_tokens else ([math.nan] * m.steps,) * 2
             batch_steps += [
-                {"prompt": prompt_index, "step": step, "tokens": tokens, "seconds": seconds, "candidates": n}
-                for step, (tokens, seconds, n) in enumerate(
-                    zip(m.tokens_per_step, m.step_times_s, m.candidate_counts, strict=True)
+                {
+                    "prompt": prompt_index,
+                    "step": step,
+                    "tokens": tokens,
+                    "seconds": seconds,
+                    "candidates": n,
+                    "fed": fed,  # tokens fed to the model (1: a plain step)
+                    "planned_tokens": planned_tokens,  # auto: what the plan expected (batch), else NaN
+                    "planned_seconds": planned_seconds,
+                }
+                for step, (tokens, seconds, n, fed, planned_tokens, planned_seconds) in enumerate(
+                    zip(
+                        m.tokens_per_step,
+                        m.step_times_s,
+                        m.candidate_counts,
+                        m.step_sizes,
+                        *planned,
+                        strict=True,
+                    )
                 )
             ]
             for accepted, count in m.accepted_histogram.items():

@@ -64,6 +64,10 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         step_started = timer.now()
         contexts = [row.committed[-key_length:] for row in active]
         plan, offered = _plan(session, active, contexts, slots.length + 1)
+        if planner is not None:  # what the plan expects, beside what the step then commits and takes
+            for recorded in _step_metrics(metrics, active):
+                recorded.planned_tokens.append(plan.predicted_tokens)
+                recorded.planned_s.append(plan.predicted_seconds)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
         lasts = [row.committed[-1] for row in active]
         branch = verification_branch(lasts, offered, guesses, plan.length, options.token_tree, device)
@@ -129,11 +133,15 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
             slots.compact_if_worthwhile(cache)
         timer.lap("commit")
         step_time = timer.now() - step_started
-        metrics.step_times_s.append(step_time)
-        for row in active:
-            if row.metrics is not metrics:
-                row.metrics.step_times_s.append(step_time)
+        for recorded in _step_metrics(metrics, active):
+            recorded.step_times_s.append(step_time)
         active = [active[i] for i in still]
+
+
+def _step_metrics(metrics, active: list[SequenceState]) -> list:
+    """The metrics a per-forward-pass value goes to: the call's and each active row's (one row's
+    metrics are the call's)."""
+    return [metrics, *(row.metrics for row in active if row.metrics is not metrics)]
 
 
 def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[StepPlan, list]:

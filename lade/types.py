@@ -108,6 +108,11 @@ class DecodingMetrics:
     candidate_counts: list[int] = field(default_factory=list)  # [steps] candidates verified at each step
     branch_steps: int = 0
     step_times_s: list[float] = field(default_factory=list)  # [forward_passes] wall time of each step
+    # auto only ([forward_passes], else empty): the tokens the step's plan expected its batch to commit
+    # (``StepPlan.predicted_tokens``) and the forward seconds it priced the step at; against
+    # ``tokens_per_step`` and ``step_times_s`` they show how well the planner predicts
+    planned_tokens: list[float] = field(default_factory=list)
+    planned_s: list[float] = field(default_factory=list)
     source_steps: Counter = field(default_factory=Counter)  # forward passes per draft source (auto)
 
     @property

@@ -282,6 +282,8 @@ def test_auto_decoding_mixes_plain_and_lookahead_steps():
     assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 60)
     assert len(m.step_sizes) == m.steps and min(m.step_sizes) >= 1
     assert m.branch_steps > 0  # cheap tokens: the branch runs
+    assert len(m.planned_tokens) == len(m.planned_s) == m.steps  # each step's plan, beside its outcome
+    assert min(m.planned_tokens) >= 1 and min(m.planned_s) > 0
 
 
 def test_auto_is_the_default_and_calibrates_lazily(tmp_path, caplog):

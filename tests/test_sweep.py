@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lade.planner_report import calibration
 from lade.results import load_prompts, load_steps, load_sweep
 from lade.tracking import BatchCheckpoint, WandbLogger, job_dir_name
 
@@ -186,6 +187,12 @@ def test_auto_and_fixed_sizes_sweep_side_by_side(tmp_path):
     assert sorted(map(str, frame["window"])) == ["3", "auto"]
     assert (frame["identical"] == frame["prompts"]).all()
     assert {"step_tokens_mean", "branch_fraction"} <= set(frame.columns)
+    steps = load_steps(tmp_path)  # G and N auto in both jobs: every step has its plan's expectations
+    assert steps["planned_tokens"].notna().all() and (steps["planned_tokens"] >= 1).all()
+    assert (steps["planned_seconds"] > 0).all() and (steps["fed"] >= 1).all()
+    report = calibration(steps)  # per job (window) and step kind
+    assert set(report["kind"]) <= {"plain", "drafting"} and report["steps"].sum() == len(steps)
+    assert set(map(str, report["window"])) == {"3", "auto"}
 
 
 def test_batch_size_sweeps_from_hydra(tmp_path):
