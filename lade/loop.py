@@ -62,12 +62,13 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
     timer = StageTimer(metrics.time_s, device)
     while active:
         step_started = timer.now()
+        recorded = _step_metrics(metrics, active)  # where this step's per-pass values go
         contexts = [row.committed[-key_length:] for row in active]
         plan, offered = _plan(session, active, contexts, slots.length + 1)
         if planner is not None:  # what the plan expects, beside what the step then commits and takes
-            for recorded in _step_metrics(metrics, active):
-                recorded.planned_tokens.append(plan.predicted_tokens)
-                recorded.planned_s.append(plan.predicted_seconds)
+            for step_metrics in recorded:
+                step_metrics.planned_tokens.append(plan.predicted_tokens)
+                step_metrics.planned_s.append(plan.predicted_seconds)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
         lasts = [row.committed[-1] for row in active]
         branch = verification_branch(lasts, offered, guesses, plan.length, options.token_tree, device)
@@ -133,8 +134,8 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
             slots.compact_if_worthwhile(cache)
         timer.lap("commit")
         step_time = timer.now() - step_started
-        for recorded in _step_metrics(metrics, active):
-            recorded.step_times_s.append(step_time)
+        for step_metrics in recorded:
+            step_metrics.step_times_s.append(step_time)
         active = [active[i] for i in still]
 
 
