@@ -183,9 +183,19 @@ def measure(args, argv: list[str]) -> None:
         methods = greedy_methods(model, options, ks, datasets, auto)
         run_suite(methods, prompts, folder / "greedy.csv", labels, warmup)
     if "sampling" in phases:
-        temperatures = [float(t) for t in split_list(args.temperatures)]
-        methods = dict.fromkeys(datasets, sampling_methods(model, options, auto, temperatures))
+        methods = dict.fromkeys(datasets, sampling_methods(model, options, auto, args.temperatures))
         run_suite(methods, prompts, folder / "sampling.csv", labels, warmup, reference=None)
+
+
+def temperature_list(text: str) -> list[float]:
+    """``--temperatures``: a comma list of temperatures, each > 0 (argparse reports the error)."""
+    try:
+        temperatures = [float(t) for t in split_list(text)]
+    except ValueError:
+        temperatures = []
+    if not temperatures or any(t <= 0 for t in temperatures):
+        raise argparse.ArgumentTypeError(f"a comma list of temperatures > 0; got {text!r}")
+    return temperatures
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -204,7 +214,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--calibration-dir", default=None, help="auto's latency cache (default ~/.cache)")
     parser.add_argument("--recalibrate", action="store_true", help="measure auto's latency curve afresh")
     parser.add_argument(
-        "--temperatures", default=",".join(map(str, TEMPERATURES)), help="the sampling phase's temperatures"
+        "--temperatures",
+        type=temperature_list,
+        default=list(TEMPERATURES),
+        help="the sampling phase's temperatures (comma list, each > 0)",
     )
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help="its table is rewritten")
     parser.add_argument("--render", action="store_true", help="only re-render from the committed records")
@@ -213,12 +226,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     unknown = set(args.phases.split(",")) - set(PHASES)
     if unknown:
         parser.error(f"--phases takes {', '.join(PHASES)}; got {sorted(unknown)}")
-    try:
-        temperatures = [float(t) for t in split_list(args.temperatures)]
-    except ValueError:
-        temperatures = []
-    if not temperatures or any(t <= 0 for t in temperatures):
-        parser.error(f"--temperatures takes a comma list of temperatures > 0; got {args.temperatures!r}")
     if not args.render:
         measure(args, argv)
     return render_all(args.out, args.readme)

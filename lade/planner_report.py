@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lade.figures import markdown_table
-from lade.results import VARYING_COLUMNS, load_steps
+from lade.results import VARYING_COLUMNS, load_steps, varying_columns
 
 COLUMNS = [
     "steps",
@@ -52,11 +52,10 @@ def calibration(steps: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
     planned = steps.dropna(subset=["planned_tokens", "planned_seconds"])
     if planned.empty:
         raise ValueError("no step has a plan: the jobs did not run auto (window/ngram/guess = auto)")
-    if by is None:  # (NaN counts: greedy jobs have no temperature, beside sampling ones)
-        candidates = dict.fromkeys(
-            ("window", "ngram", "guess", "data", "category", "verifier", *VARYING_COLUMNS)
+    if by is None:
+        by = varying_columns(
+            planned, ("window", "ngram", "guess", "data", "category", "verifier", *VARYING_COLUMNS)
         )
-        by = [c for c in candidates if c in planned and planned[c].nunique(dropna=False) > 1]
     planned = planned.assign(kind=planned["fed"].map(lambda fed: "plain" if fed == 1 else "drafting"))
     rows = []
     for key, group in planned.groupby([*by, "kind"], sort=True, dropna=False):

@@ -128,6 +128,17 @@ VARYING_COLUMNS = (
 )
 
 
+def varying_columns(frame: pd.DataFrame, candidates) -> list[str]:
+    """The ``candidates`` (column names, in their order, duplicates dropped) that are in ``frame`` and
+    take more than one value there; a missing value (NaN) counts as a value, as greedy jobs have no
+    temperature beside sampling ones. Lists (unhashable) are compared by their text."""
+
+    def values(column: str) -> pd.Series:
+        return frame[column].map(lambda v: repr(v) if isinstance(v, (list, dict, set)) else v)
+
+    return [c for c in dict.fromkeys(candidates) if c in frame and values(c).nunique(dropna=False) > 1]
+
+
 def _cell(value) -> str:
     """A table cell: '-' for missing values, whole floats without their '.0'."""
     if value is None or (isinstance(value, float) and pd.isna(value)):
@@ -141,7 +152,7 @@ def summary_table(frame: pd.DataFrame) -> str:
     """Markdown table of a ``load_sweep`` frame: the columns a reader compares, plus any other
     parameter that varies across jobs and the error of failed jobs."""
     columns = [c for c in SUMMARY_COLUMNS if c in frame]
-    columns += [c for c in VARYING_COLUMNS if c in frame and frame[c].astype(str).nunique() > 1]
+    columns += varying_columns(frame, VARYING_COLUMNS)
     if "error" in frame and frame["error"].notna().any():
         columns.append("error")
     view = frame[columns].rename(columns=SUMMARY_COLUMNS)

@@ -149,7 +149,8 @@ def run_suite(
                     "outputs are compared with a reference run in the same pass; delete the prompt's "
                     "rows to measure it again"
                 )
-            todo += [(index, dataset, ids, missing) for ids in dataset_prompts[index : index + 1] if missing]
+            if missing and index < len(dataset_prompts):
+                todo.append((index, dataset, dataset_prompts[index], missing))
     started = time.perf_counter()
     with path.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
