@@ -17,7 +17,8 @@ that is uniformly slower now keeps its curve. A cache outlives the conditions it
 machine that changed (the same model name on another host) or a curve measured beside another job
 would otherwise steer auto for good (a stale curve that priced a 16-token step at 1.8x one token,
 where the machine now took 2.5x, made auto run the branch at a loss). The check runs under whatever
-load the machine has at that moment, as any measurement does.
+load the machine has at that moment, as any measurement does; a measurement during which other work
+kept the cores busy (``lade.cpu_competition``) is logged as such, with how to measure it again.
 """
 
 from __future__ import annotations
@@ -43,12 +44,29 @@ from lade.calibration import (
     sizes_worth_measuring,
     store,
 )
+from lade.cpu_competition import CpuCompetition
 from lade.executor import MaskBuffers, StepExecutor
 from lade.slots import KeySlots
 
 log = logging.getLogger(__name__)
 CACHE_TOLERANCE = 0.25  # a cached curve whose relative step costs are this far off is measured again
 PROBE_SIZES = (1, 2, 16)  # the step sizes timed to check a cached curve
+COMPETING_CORES = 0.5  # other work busier than this during a measurement is warned about
+
+
+def warn_if_competed(cores: float | None, path: Path, limit: float = COMPETING_CORES) -> bool:
+    """Log a warning (and return True) when other work kept more than ``limit`` cores busy on
+    average while a curve was measured (``lade.cpu_competition``; None: unknown, no warning)."""
+    if cores is None or cores <= limit:
+        return False
+    log.warning(
+        "lookahead auto: other processes kept %.1f CPU cores busy while the latency curve was measured; "
+        "it prices steps as they ran beside them. Measure it again on an idle machine "
+        "(decoder.calibrate(refresh=True), or delete %s)",
+        cores,
+        path,
+    )
+    return True
 
 
 class Calibrator:
@@ -110,7 +128,9 @@ class Calibrator:
                 f" for batches of {rows}" if rows > 1 else "",
                 path,
             )
-            cached = self._measure(sizes, repeats, rows=rows)
+            with CpuCompetition() as competition:
+                cached = self._measure(sizes, repeats, rows=rows)
+            warn_if_competed(competition.cores, path)
             store(path, cached, key)
         if rows == 1:
             self.latency = cached
