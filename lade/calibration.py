@@ -145,23 +145,28 @@ def batch_sizes_to_measure(rows: int) -> list[int]:
 
 
 def sizes_worth_measuring(
-    run_step: Callable[[int], None], sizes: Sequence[int], most_tokens: int, margin: float = 1.25
+    run_step: Callable[[int], None],
+    sizes: Sequence[int],
+    most_tokens: int,
+    margin: float = 1.25,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[int]:
     """``sizes`` (ascending, starting at 1) up to the first whose single timed step costs more than
     ``margin * most_tokens`` steps of one token: a step that commits at most ``most_tokens`` tokens
     cannot pay beyond that, and on a CPU without fast kernels for the dtype the sizes past it would
     take most of the calibration's time (minutes on a 0.5B model). That size is kept, so the curve
-    is measured up to where it stops mattering and extrapolated beyond."""
+    is measured up to where it stops mattering and extrapolated beyond. ``clock``: seconds, for
+    tests to substitute a modelled one."""
     run_step(sizes[0])  # warm-up
-    started = time.perf_counter()
+    started = clock()
     run_step(sizes[0])
-    one = time.perf_counter() - started
+    one = clock() - started
     kept = [sizes[0]]
     for size in sizes[1:]:
         kept.append(size)
-        started = time.perf_counter()
+        started = clock()
         run_step(size)
-        if time.perf_counter() - started > margin * most_tokens * one:
+        if clock() - started > margin * most_tokens * one:
             break
     return kept
 

@@ -16,9 +16,10 @@ again (and logged). The plan depends on those relative costs, not on absolute sp
 that is uniformly slower now keeps its curve. A cache outlives the conditions it was measured in: a
 machine that changed (the same model name on another host) or a curve measured beside another job
 would otherwise steer auto for good (a stale curve that priced a 16-token step at 1.8x one token,
-where the machine now took 2.5x, made auto run the branch at a loss). The check runs under whatever
-load the machine has at that moment, as any measurement does; a measurement during which other work
-kept the cores busy (``lade.cpu_competition``) is logged as such, with how to measure it again.
+where the machine now took 2.5x, made auto run the branch at a loss). A measurement during which other
+work kept the cores busy (``lade.cpu_competition``) is logged as such, with how to measure it again;
+a check that finds drift while other work competes keeps the cached curve (and says so), as a curve
+measured then would price steps as they run beside that work.
 """
 
 from __future__ import annotations
@@ -54,10 +55,15 @@ PROBE_SIZES = (1, 2, 16)  # the step sizes timed to check a cached curve
 COMPETING_CORES = 0.5  # other work busier than this during a measurement is warned about
 
 
+def _competed(cores: float | None, limit: float = COMPETING_CORES) -> bool:
+    """Whether other work kept more than ``limit`` cores busy on average (None: unknown, no)."""
+    return cores is not None and cores > limit
+
+
 def warn_if_competed(cores: float | None, path: Path, limit: float = COMPETING_CORES) -> bool:
     """Log a warning (and return True) when other work kept more than ``limit`` cores busy on
     average while a curve was measured (``lade.cpu_competition``; None: unknown, no warning)."""
-    if cores is None or cores <= limit:
+    if not _competed(cores, limit):
         return False
     log.warning(
         "lookahead auto: other processes kept %.1f CPU cores busy while the latency curve was measured; "
@@ -81,6 +87,8 @@ class Calibrator:
         seed: seeds the random text the measurement feeds.
         tolerance: how far a cached curve's relative step costs may be from a quick measurement now
             (``drift``) before it is measured again; None: cached curves are used unchecked.
+        competition: makes the context manager that reads how many cores other work kept busy
+            during a measurement (``CpuCompetition``; tests give a fixed reading).
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class Calibrator:
         directory: str | Path | None = None,
         seed: int = 0,
         tolerance: float | None = CACHE_TOLERANCE,
+        competition: Callable[[], CpuCompetition] = CpuCompetition,
     ):
         self.executor = executor
         self.largest_step = largest_step
@@ -102,6 +111,7 @@ class Calibrator:
         self.directory = directory
         self.seed = seed
         self.tolerance = tolerance
+        self.competition = competition
 
     def calibrate(
         self, sizes=DEFAULT_SIZES, repeats: int = 5, refresh: bool = False, rows: int = 1
@@ -112,8 +122,20 @@ class Calibrator:
         path = Path(directory) / f"{key}.json"
         cached = None if refresh else load_cached(path)
         if cached is not None and self.tolerance is not None:
-            drift = self.drift(cached, rows)
-            if drift > self.tolerance:
+            with self.competition() as competition:
+                drift = self.drift(cached, rows)
+            if drift > self.tolerance and _competed(competition.cores):
+                # a probe beside other work says little about the machine: a curve measured now would
+                # price steps as they run beside it, so the cached one is kept
+                log.warning(
+                    "lookahead auto: the cached latency curve in %s looked %.0f%% off this machine, but "
+                    "other processes kept %.1f CPU cores busy during the check; keeping it "
+                    "(decoder.calibrate(refresh=True) measures it again)",
+                    path,
+                    100 * drift,
+                    competition.cores,
+                )
+            elif drift > self.tolerance:
                 log.warning(
                     "lookahead auto: the cached latency curve in %s is %.0f%% off this machine now; "
                     "measuring it again",
@@ -128,7 +150,7 @@ class Calibrator:
                 f" for batches of {rows}" if rows > 1 else "",
                 path,
             )
-            with CpuCompetition() as competition:
+            with self.competition() as competition:
                 cached = self._measure(sizes, repeats, rows=rows)
             warn_if_competed(competition.cores, path)
             store(path, cached, key)

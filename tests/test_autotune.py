@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
@@ -95,19 +96,54 @@ def test_drift_compares_relative_step_costs_not_absolute_speed():
     assert shape_drift(STEEP, steeper, [1]) == 0.0
 
 
-def test_a_cached_curve_far_off_the_machine_now_is_measured_again(tmp_path, caplog):
-    model, _ = load_model("tiny-random-llama")
-    decoder = LookaheadDecoder(model, calibration_dir=tmp_path)
+def cache_a_stale_curve(model, directory):
+    """Measure ``model``'s curve into ``directory``, then replace the cached one by a curve where every
+    step of 2+ tokens costs 1000x more, relative to one token, than here now (as if measured on another
+    host, or beside another job); returns (the decoder, the cache file, the stale curve)."""
+    decoder = LookaheadDecoder(model, calibration_dir=directory)
     curve = decoder.calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
-    (path,) = tmp_path.glob("*.json")
-    # a curve where every step of 2+ tokens costs 1000x more, relative to one token, than here now
+    (path,) = directory.glob("*.json")
     distorted = (s * (1 if n == 1 else 1000) for n, s in zip(curve.sizes, curve.seconds, strict=True))
     stale = LatencyModel(curve.sizes, tuple(distorted))
-    store(path, stale, "key")  # e.g. measured on another host, or beside another job
+    store(path, stale, "key")
+    return decoder, path, stale
+
+
+def test_a_cached_curve_far_off_the_machine_now_is_measured_again(tmp_path, caplog):
+    model, _ = load_model("tiny-random-llama")
+    decoder, path, stale = cache_a_stale_curve(model, tmp_path)
     assert decoder.calibrator.drift(stale) > 0.9
-    fresh = LookaheadDecoder(model, calibration_dir=tmp_path).calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
+    again = LookaheadDecoder(model, calibration_dir=tmp_path)
+    again.calibrator.competition = lambda: FixedCompetition(0.0)  # an idle machine, whatever runs beside
+    fresh = again.calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
     assert fresh.relative(2) < stale.relative(2) / 5 and load_cached(path) == fresh  # measured again
     assert any("off this machine now" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cached_curve_checked_beside_other_work_is_kept(tmp_path, caplog):
+    """A drift check while other processes keep the cores busy says little about the machine, and a
+    curve measured then would be priced beside them: the cached curve stays, with a warning."""
+    model, _ = load_model("tiny-random-llama")
+    _, path, stale = cache_a_stale_curve(model, tmp_path)
+    busy = LookaheadDecoder(model, calibration_dir=tmp_path)
+    busy.calibrator.competition = lambda: FixedCompetition(1.6)
+    with caplog.at_level(logging.WARNING, logger="lade.calibrator"):
+        kept = busy.calibrate(sizes=(1, 2, 4, 8, 16), repeats=1)
+    assert kept == stale and load_cached(path) == stale
+    assert any("1.6 CPU cores busy during the check; keeping it" in r.getMessage() for r in caplog.records)
+
+
+class FixedCompetition:
+    """A ``CpuCompetition`` that reads ``cores`` whatever ran."""
+
+    def __init__(self, cores: float | None):
+        self.cores = cores
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
 
 
 # ---------------------------------------------------------------------------- acceptance records
@@ -358,23 +394,31 @@ def test_jacobi_resize_keeps_columns_and_output_stays_exact():
 
 def test_calibration_stops_at_the_first_size_that_cannot_pay():
     """A step feeding S tokens that costs more than N single-token steps can never pay: sizes past the
-    first such one are not measured (a fake clock: each step sleeps its modelled latency)."""
-    import time as clock
-
+    first such one are not measured (a modelled clock that each step advances by its latency, so the
+    machine's sleep jitter cannot move the cut)."""
     from lade.calibration import sizes_worth_measuring
 
-    fed = []
+    def modelled(latency):
+        now = [0.0]
+        fed = []
 
-    def run_step(size):  # 1 ms per token: linear, as bf16 without native kernels
-        fed.append(size)
-        clock.sleep(0.001 * size)
+        def run_step(size):
+            fed.append(size)
+            now[0] += latency(size)
 
-    kept = sizes_worth_measuring(run_step, [1, 2, 4, 8, 16, 32], most_tokens=5)
+        return run_step, (lambda: now[0]), fed
+
+    run_step, clock, fed = modelled(lambda size: 0.001 * size)  # linear, as bf16 without native kernels
+    kept = sizes_worth_measuring(run_step, [1, 2, 4, 8, 16, 32], most_tokens=5, clock=clock)
     assert kept == [1, 2, 4, 8]  # 8 ms > 1.25 * 5 * 1 ms: kept as the last, 16 and 32 never run
     assert max(fed) == 8
 
-    flat = sizes_worth_measuring(lambda size: clock.sleep(0.002), [1, 2, 4, 8, 16, 32], most_tokens=5)
+    run_step, clock, _ = modelled(lambda size: 0.002)  # flat: every size can pay
+    flat = sizes_worth_measuring(run_step, [1, 2, 4, 8, 16, 32], most_tokens=5, clock=clock)
     assert flat == [1, 2, 4, 8, 16, 32]
+
+    run_step, clock, _ = modelled(lambda size: 0.001 * size)
+    assert sizes_worth_measuring(run_step, [1, 2, 4, 8], most_tokens=8, clock=clock) == [1, 2, 4, 8]
 
 
 def test_auto_verifies_long_copies_from_the_text():
