@@ -6,13 +6,15 @@ earlier calls' outputs (kept across calls when ``persistent``), so repeated requ
 draft from what the model wrote before. Each index is a suffix trie cut at ``max_depth`` tokens: the
 node of a path of k tokens holds the positions where that path ended (``SuffixIndex``), so the
 longest match is found in at most ``max_depth`` lookups and its continuations are read from the text.
+The global index keeps each output a document of its own: no path and no continuation runs from the
+end of one output into the start of the next, text the model never wrote in that order.
 Memory is the text plus at most ``max_depth`` positions per token (``memory_entries`` reports it); the
 global index holds at most ``global_tokens`` tokens, the oldest outputs dropped first.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 
@@ -22,39 +24,59 @@ from lade.interfaces import NGramPool
 class SuffixIndex:
     """A suffix trie of a growing token text, cut at ``max_depth`` tokens.
 
-    ``ends[path]``: the positions right after each occurrence of ``path`` (1 to ``max_depth`` tokens)
-    in the text, in text order; a position is where the continuation of that occurrence starts.
+    The text is a series of documents (``starts``: where each begins); paths do not cross from one into
+    the next. ``ends[path]``: the positions right after each occurrence of ``path`` (1 to ``max_depth``
+    tokens) in the text, in text order; a position is where the continuation of that occurrence starts.
     """
 
     def __init__(self, max_depth: int):
         self.max_depth = max_depth
         self.text: list[int] = []
         self.ends: dict[tuple[int, ...], list[int]] = {}
+        self.starts: list[int] = [0]
 
-    def extend(self, tokens: Sequence[int]) -> None:
-        """Append ``tokens`` to the text, indexing every path that ends at each new position."""
+    def extend(self, tokens: Sequence[int], new_document: bool = False) -> None:
+        """Append ``tokens`` to the text (as a new document, if asked and the text is not empty),
+        indexing every path that ends at each new position within its document."""
+        if new_document and len(self.text) > self.starts[-1]:
+            self.starts.append(len(self.text))
         for token in tokens:
             self.text.append(token)
             end = len(self.text)
-            for depth in range(1, min(self.max_depth, end) + 1):
+            for depth in range(1, min(self.max_depth, end - self.starts[-1]) + 1):
                 self.ends.setdefault(tuple(self.text[end - depth : end]), []).append(end)
 
     def longest_match(self, pattern: Sequence[int], before: int) -> tuple[int, list[int]]:
         """The longest suffix of ``pattern`` (up to ``max_depth`` tokens) that occurs in the text ending
-        before position ``before`` with at least one token after it: ``(its length, the positions after
-        those occurrences)``; ``(0, [])`` when not even its last token does."""
+        before position ``before`` with at least one token after it in its document: ``(its length, the
+        positions after those occurrences)``; ``(0, [])`` when not even its last token does."""
         best: tuple[int, list[int]] = (0, [])
+        closed = self.starts[1:]  # a document's end: nothing follows there
         for depth in range(1, min(self.max_depth, len(pattern)) + 1):
             ends = self.ends.get(tuple(pattern[len(pattern) - depth :]), [])
             found = ends[: bisect_left(ends, before)]  # ends are in text order
+            if len(closed) > 0:
+                found = [end for end in found if not _is_in(closed, end)]
             if not found:
                 break  # a longer suffix cannot occur where this one does not
             best = (depth, found)
         return best
 
+    def continuation(self, end: int, length: int) -> tuple[int, ...]:
+        """Up to ``length`` tokens from position ``end`` on, within the document they start in."""
+        following = bisect_right(self.starts, end)
+        stop = self.starts[following] if following < len(self.starts) else len(self.text)
+        return tuple(self.text[end : min(end + length, stop)])
+
     def memory_entries(self) -> int:
         """Tokens of text plus positions held: the index's size in list entries."""
         return len(self.text) + sum(len(ends) for ends in self.ends.values())
+
+
+def _is_in(ordered: list[int], value: int) -> bool:
+    """Whether ``value`` is in the ascending list ``ordered``."""
+    at = bisect_left(ordered, value)
+    return at < len(ordered) and ordered[at] == value
 
 
 class SuffixTreePool(NGramPool):
@@ -125,11 +147,11 @@ class SuffixTreePool(NGramPool):
 
     def candidates(self, context: Sequence[int], limit: int) -> list[tuple[int, ...]]:
         text = self._local.text
-        for index, before in ((self._local, len(text)), (self._global, len(self._global.text) + 1)):
-            matched, ends = index.longest_match(text[-self.max_depth :], before)
+        for index in (self._local, self._global):  # this call's text first (its own end excluded)
+            matched, ends = index.longest_match(text[-self.max_depth :], len(index.text))
             if matched:
                 self._matched = matched
-                return self._ranked(index.text, ends, matched, limit)
+                return self._ranked(index, ends, matched, limit)
         self._matched = 0
         return []
 
@@ -153,10 +175,11 @@ class SuffixTreePool(NGramPool):
     def __len__(self) -> int:
         return len(self._local.text) + len(self._global.text)
 
-    def _ranked(self, text: list[int], ends: list[int], matched: int, limit: int) -> list[tuple[int, ...]]:
-        """The distinct continuations after ``ends``, most frequent first (ties: most recent)."""
+    def _ranked(self, index: SuffixIndex, ends: list[int], matched: int, limit: int) -> list[tuple[int, ...]]:
+        """The distinct continuations after ``ends`` in ``index``, most frequent first (ties: most
+        recent)."""
         length = min(self.span, max(self.min_length, self.length_per_match * matched))
-        continuations = [tuple(text[end : end + length]) for end in reversed(ends)]  # most recent first
+        continuations = [index.continuation(end, length) for end in reversed(ends)]  # most recent first
         counts = Counter(c for c in continuations if c)
         order = {c: i for i, c in reversed(list(enumerate(continuations)))}  # first (most recent) index
         ranked = sorted(counts, key=lambda c: (-counts[c], order[c]))
@@ -169,7 +192,7 @@ class SuffixTreePool(NGramPool):
             return
         self._outputs.append(output)
         if sum(len(o) for o in self._outputs) <= self.global_tokens:  # nothing to drop: extend in place
-            self._global.extend(output)
+            self._global.extend(output, new_document=True)
             return
         while sum(len(o) for o in self._outputs) > self.global_tokens and len(self._outputs) > 1:
             self._outputs.pop(0)
@@ -177,4 +200,4 @@ class SuffixTreePool(NGramPool):
             self._outputs[0] = self._outputs[0][-self.global_tokens :]
         self._global = SuffixIndex(self.max_depth)
         for kept in self._outputs:
-            self._global.extend(kept)
+            self._global.extend(kept, new_document=True)

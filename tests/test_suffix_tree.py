@@ -14,13 +14,19 @@ from strategies import AutoregressiveProposer
 from tests.conftest import ARCHITECTURES, hf_greedy, prompt
 
 
-def naive_longest_match(text, pattern, before, max_depth):
-    """The longest suffix of ``pattern`` (<= max_depth) ending in ``text`` at some end < ``before``."""
+def naive_longest_match(documents, pattern, before, max_depth):
+    """The longest suffix of ``pattern`` (<= max_depth) that ends inside one of ``documents`` (their
+    concatenation's positions) at some end < ``before``, with a token after it in that document."""
     for depth in range(min(max_depth, len(pattern)), 0, -1):
-        suffix = pattern[len(pattern) - depth :]
-        ends = [
-            end for end in range(depth, len(text) + 1) if text[end - depth : end] == suffix and end < before
-        ]
+        suffix, ends, offset = pattern[len(pattern) - depth :], [], 0
+        for document in documents:
+            last = len(document) if offset + len(document) == sum(map(len, documents)) else len(document) - 1
+            ends += [
+                offset + end
+                for end in range(depth, last + 1)
+                if document[end - depth : end] == suffix and offset + end < before
+            ]
+            offset += len(document)
         if ends:
             return depth, ends
     return 0, []
@@ -31,14 +37,36 @@ def naive_longest_match(text, pattern, before, max_depth):
     st.lists(st.integers(0, 3), max_size=40),
     st.lists(st.integers(0, 3), min_size=1, max_size=6),
     st.integers(1, 5),
+    st.lists(st.integers(1, 39), max_size=3),
 )
-def test_longest_match_equals_a_naive_search(text, pattern, max_depth):
+def test_longest_match_equals_a_naive_search(text, pattern, max_depth, cuts):
     index = SuffixIndex(max_depth)
     index.extend(text[:7])
     index.extend(text[7:])  # built in two parts, as a decode extends it
     assert index.text == text
-    assert index.longest_match(pattern, len(text)) == naive_longest_match(text, pattern, len(text), max_depth)
+    assert index.longest_match(pattern, len(text)) == naive_longest_match(
+        [text], pattern, len(text), max_depth
+    )
     assert index.memory_entries() == len(text) + sum(min(max_depth, end) for end in range(1, len(text) + 1))
+
+    # the same text as documents (as the global index holds outputs): nothing crosses a boundary
+    bounds = sorted({0, *(c for c in cuts if c < len(text)), len(text)})
+    documents = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    index = SuffixIndex(max_depth)
+    for document in documents:
+        index.extend(document, new_document=True)
+    assert index.text == text and index.starts == (bounds[:-1] or [0])
+    matched, ends = index.longest_match(pattern, len(text))
+    assert (matched, ends) == naive_longest_match(documents, pattern, len(text), max_depth)
+    for end in ends:  # continuations stop at their document's end
+        document_end = next(b for b in bounds if b > end)
+        assert index.continuation(end, 10) == tuple(text[end : min(end + 10, document_end)])
+    within = sum(
+        min(max_depth, end - a)
+        for a, b in zip(bounds, bounds[1:], strict=False)
+        for end in range(a + 1, b + 1)
+    )
+    assert index.memory_entries() == len(text) + within
 
 
 def test_candidates_follow_the_longest_match_most_frequent_first():
@@ -68,8 +96,26 @@ def test_the_global_index_drafts_from_earlier_outputs_within_its_bound():
         grown.start(start)
         grown.observe(start + output, len(output))
     rebuilt = SuffixIndex(grown.max_depth)
-    rebuilt.extend([5, 6, 5, 6, 5, 7])
+    rebuilt.extend([5, 6, 5])
+    rebuilt.extend([6, 5, 7], new_document=True)
     assert grown._global.text == rebuilt.text and grown._global.ends == rebuilt.ends
+    assert grown._global.ends[(5, 6)] == [2]  # 5 | 6 across the two outputs is not a path
+
+
+def test_the_global_index_does_not_draft_across_two_outputs():
+    """Two earlier outputs are two documents: the end of one is not followed by the start of the next."""
+    pool = SuffixTreePool(4, persistent=True)
+    for output in ([10, 11, 12], [13, 14, 15], []):
+        pool.start([1])
+        pool.observe([1, *output], len(output))
+    assert pool._global.text == [10, 11, 12, 13, 14, 15]
+    pool.start([7, 7, 12])
+    assert pool.candidates([12], 2) == []  # 12 ended an output: nothing follows it
+    pool.start([7, 11])
+    assert pool.candidates([11], 3) == [(12,)]  # cut at its output's end, not 12 13
+    pool.start([7, 12, 13])
+    assert pool.candidates([12, 13], 2) == [(14, 15)]  # only the one-token match "13" occurs
+    assert pool._matched == 1
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)
