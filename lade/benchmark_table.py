@@ -206,6 +206,8 @@ def figure(table: pd.DataFrame):
         width = 0.8 / len(labels)
         for i, name in enumerate(labels):
             rows = [r for r in setting.itertuples() if label(r) == name]
+            if not rows:  # a method this setting did not run: no empty bar, no legend entry
+                continue
             x = [datasets.index(r.dataset) + (i - (len(labels) - 1) / 2) * width for r in rows]
             y = [r.speedup for r in rows]
             err = [
