@@ -39,7 +39,7 @@ class SuffixIndex:
         """Append ``tokens`` to the text (as a new document, if asked and the text is not empty),
         indexing every path that ends at each new position within its document."""
         if new_document and len(self.text) > self.starts[-1]:
-            self.starts.append(len(self.text))
+            self._close_document()
         for token in tokens:
             self.text.append(token)
             end = len(self.text)
@@ -51,16 +51,24 @@ class SuffixIndex:
         before position ``before`` with at least one token after it in its document: ``(its length, the
         positions after those occurrences)``; ``(0, [])`` when not even its last token does."""
         best: tuple[int, list[int]] = (0, [])
-        closed = self.starts[1:]  # a document's end: nothing follows there
         for depth in range(1, min(self.max_depth, len(pattern)) + 1):
             ends = self.ends.get(tuple(pattern[len(pattern) - depth :]), [])
             found = ends[: bisect_left(ends, before)]  # ends are in text order
-            if len(closed) > 0:
-                found = [end for end in found if not _is_in(closed, end)]
             if not found:
                 break  # a longer suffix cannot occur where this one does not
             best = (depth, found)
         return best
+
+    def _close_document(self) -> None:
+        """End the current document: forget the occurrences that end at its last token (nothing follows
+        them there, so no lookup should find them) and start the next one at the text's end."""
+        end = len(self.text)
+        for depth in range(1, min(self.max_depth, end - self.starts[-1]) + 1):
+            path = tuple(self.text[end - depth : end])
+            self.ends[path].pop()  # ``end`` is the last position appended: the list's last entry
+            if not self.ends[path]:
+                del self.ends[path]
+        self.starts.append(end)
 
     def continuation(self, end: int, length: int) -> tuple[int, ...]:
         """Up to ``length`` tokens from position ``end`` on, within the document they start in."""
@@ -71,12 +79,6 @@ class SuffixIndex:
     def memory_entries(self) -> int:
         """Tokens of text plus positions held: the index's size in list entries."""
         return len(self.text) + sum(len(ends) for ends in self.ends.values())
-
-
-def _is_in(ordered: list[int], value: int) -> bool:
-    """Whether ``value`` is in the ascending list ``ordered``."""
-    at = bisect_left(ordered, value)
-    return at < len(ordered) and ordered[at] == value
 
 
 class SuffixTreePool(NGramPool):
