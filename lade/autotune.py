@@ -45,6 +45,10 @@ from lade.acceptance import AcceptanceStats, RowRecords
 from lade.calibration import LatencyModel
 
 AUTO = "auto"
+BRANCH_PRIOR = 0.25  # the lookahead branch's assumed gain per step at W = 1 (Planner's branch_prior)
+# Branch steps before its measured gain replaces the prior. Tuned on dev-split prompts
+# (experiments/planner_priors.py): at 32, chat answers of 20-40 tokens ran their whole length on the prior.
+BRANCH_TRIAL = 8
 
 
 def is_auto(value) -> bool:
@@ -108,8 +112,8 @@ class Planner:
         auto_guess: bool = True,
         auto_length: bool = True,
         min_records: int = 8,
-        branch_prior: float = 0.25,
-        branch_trial: int = 32,
+        branch_prior: float = BRANCH_PRIOR,
+        branch_trial: int = BRANCH_TRIAL,
         branch_retry: int = 256,
         margin: float = 1.02,
         history: int = 64,

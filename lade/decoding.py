@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-from lade.autotune import AUTO
+from lade.autotune import AUTO, BRANCH_PRIOR, BRANCH_TRIAL
 from lade.calibration import DEFAULT_SIZES, BatchLatency, LatencyModel
 from lade.calibrator import Calibrator
 from lade.compatibility import check_static, self_check
@@ -63,9 +63,8 @@ class LookaheadDecoder:
     Args:
         model: any decoder-only transformers model that accepts a 4D ``attention_mask``,
             ``position_ids`` and a ``DynamicCache`` (Llama, Qwen2, Mistral, GPT-2, Gemma 3, ...).
-        window: W, guesses per lookahead level (>= 1), or ``"auto"``: the branch runs only on the
-            steps where it is predicted to pay, at the size (1 to 15 columns, or up to the given
-            proposer's window) predicted to pay best.
+        window: W, guesses per lookahead level (>= 1), or ``"auto"``: the branch runs only on the steps
+            where it is predicted to pay, at the size (1 to 15, or up to a given proposer's W) paying best.
         ngram: N, n-gram size: N-1 lookahead levels, candidates of N-1 tokens, up to N tokens a step;
             or ``"auto"``: the branch harvests n-grams of 6 tokens, the default pool also stores
             continuations of 10 tokens from the prompt and output (``AUTO_SPAN``), and each step
@@ -86,9 +85,11 @@ class LookaheadDecoder:
         shared_pool: in a batch, all rows read and fill one pool instead of a copy each (pools that
             follow one sequence, such as prompt lookup, cannot be shared).
         learn_across_calls: the auto planner keeps its acceptance records from call to call (one
-            caller at a time); default: every call starts from the planner's priors.
+            caller at a time); default: every call starts from the planner's priors (below).
         token_tree: feed the candidates as a token trie (shared prefixes once; ``lade.trie``), not as
             chains (the ablation): the same accepted tokens, fewer tokens fed.
+        branch_prior, branch_trial: auto's assumed gain per step of the lookahead branch (times
+            log2(1 + W)) until it has run ``branch_trial`` steps and is measured (``Planner``).
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -109,8 +110,10 @@ class LookaheadDecoder:
         shared_pool: bool = False,
         learn_across_calls: bool = False,
         token_tree: bool = True,
+        branch_prior: float = BRANCH_PRIOR,
+        branch_trial: int = BRANCH_TRIAL,
     ):
-        flags = (lean_logits, shared_pool, learn_across_calls, token_tree)
+        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, branch_prior, branch_trial)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model
@@ -144,8 +147,7 @@ class LookaheadDecoder:
 
         ``sizes`` beyond what a step of this decoder can feed or beyond the context length are skipped
         (for a batch, also those beyond 128 tokens in all, but 1-4 always: larger batch steps are
-        extrapolated, and rarely pay). ``refresh`` re-measures even when a cached curve exists.
-        """
+        extrapolated, and rarely pay). ``refresh`` re-measures even when a cached curve exists."""
         return self.calibrator.calibrate(sizes, repeats, refresh, rows)
 
     def batch_latency(self, rows: int) -> BatchLatency | None:
@@ -178,9 +180,8 @@ class LookaheadDecoder:
                 config's (``generate``'s default: 20).
             eos_token_id: id or ids that end a row (the first one generated is kept, nothing after it);
                 None: the model's; ``[]``: none.
-            streamer: called with the tokens committed by each step, in order; an object with
-                ``put``/``end`` methods (a transformers ``BaseStreamer``) is driven like ``generate`` does.
-                Batches (B > 1) cannot be streamed.
+            streamer: called with the tokens committed by each step, in order (not for B > 1); an
+                object with ``put``/``end`` methods (a ``BaseStreamer``) is driven as ``generate`` does.
             generator: drives every random choice of this call (window initialisation, sampling);
                 without one, sampling draws from torch's global RNG, as ``generate`` does.
             generation_config, logits_processor, stopping_criteria, prefix_allowed_tokens_fn, **kwargs:

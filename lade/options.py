@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lade.autotune import is_auto
+from lade.autotune import BRANCH_PRIOR, BRANCH_TRIAL, is_auto
 from lade.interfaces import NGramPool, Proposer
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
@@ -27,6 +27,13 @@ def positive_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def non_negative(name: str, value) -> float:
+    """``value`` as a float when it is a real number >= 0 (not a bool), else a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return float(value)
 
 
 def default_pool(ngram: int, capacity: int, auto: bool, span: int | None = None) -> BucketedNGramPool:
@@ -60,6 +67,8 @@ class DecodingOptions:
         learn_across_calls: the planner's acceptance records carry over from call to call.
         token_tree: candidates are fed as a token trie (a shared prefix once, ``lade.trie``), not as
             separate chains; the same logits and the same accepted tokens, fewer tokens fed.
+        branch_prior, branch_trial: the auto planner's prior on the lookahead branch's gain and the
+            branch steps before its measured gain replaces it (``lade.autotune.Planner``).
     """
 
     window: int
@@ -73,6 +82,8 @@ class DecodingOptions:
     shared_pool: bool = False
     learn_across_calls: bool = False
     token_tree: bool = True
+    branch_prior: float = BRANCH_PRIOR
+    branch_trial: int = BRANCH_TRIAL
 
     @property
     def is_auto(self) -> bool:
@@ -95,6 +106,8 @@ def resolve(
     shared_pool: bool = False,
     learn_across_calls: bool = False,
     token_tree: bool = True,
+    branch_prior: float = BRANCH_PRIOR,
+    branch_trial: int = BRANCH_TRIAL,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
     ``DecodingOptions``), and the pool to use: the given one, or the default pool when ``pool`` is None
@@ -125,5 +138,7 @@ def resolve(
         shared_pool,
         learn_across_calls,
         token_tree,
+        non_negative("branch_prior", branch_prior),
+        positive_int("branch_trial", branch_trial, 1),
     )
     return options, pool

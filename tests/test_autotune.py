@@ -10,7 +10,7 @@ import torch
 
 from lade import LookaheadDecoder
 from lade.acceptance import AcceptanceStats
-from lade.autotune import Planner, StepPlan
+from lade.autotune import BRANCH_TRIAL, Planner, StepPlan
 from lade.calibration import LatencyModel, calibration_key, load_cached, measure, shape_drift, store
 from lade.model import load_model
 
@@ -281,6 +281,23 @@ def test_branch_gain_is_measured_on_the_steps_it_ran():
     runs = _branch_runs(planner, [2, 4, 0], [False, True, False], 20)  # its harvests add 2 tokens
     assert all(runs)
     assert planner.branch_gain() > 1
+
+
+def test_the_decoders_branch_prior_and_trial_reach_each_calls_planner():
+    from lade.session import new_planner
+
+    model, _ = load_model("tiny-random-llama")
+    decoder = LookaheadDecoder(model, branch_prior=0.5, branch_trial=3, latency=STEEP)
+    decoder.proposer.start(torch.tensor([1, 2, 3]))
+    chooser = new_planner(decoder.options, STEEP, decoder.proposer, None, decoder.pool)
+    assert [(p.branch_prior, p.branch_trial) for p in chooser.planners] == [(0.5, 3)]
+    assert LookaheadDecoder(model, latency=STEEP).options.branch_trial == BRANCH_TRIAL
+
+
+@pytest.mark.parametrize("bad", [{"branch_prior": -0.1}, {"branch_prior": True}, {"branch_trial": 0}])
+def test_bad_branch_prior_or_trial_is_refused(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        LookaheadDecoder(load_model("tiny-random-llama")[0], latency=STEEP, **bad)
 
 
 def test_fixed_settings_are_respected():

@@ -1,0 +1,91 @@
+"""Tuning auto's lookahead-branch prior on dev-split prompts (issue 18: planner priors are tuned on the
+development split, never on the prompts reported).
+
+Auto credits the lookahead branch with a prior gain (``branch_prior`` x log2(1 + W) tokens per step)
+until the branch has run ``branch_trial`` steps and its measured gain replaces it. Where a wide step
+costs little (a flat latency curve) and answers are short, a long trial runs whole calls on the prior.
+This script times auto at several (prior, trial) pairs against HF greedy, paired per prompt with the
+methods alternating, on the dev split of HumanEval and the six Spec-Bench categories:
+
+    python experiments/planner_priors.py --model qwen2.5-coder-1.5b --dtype bfloat16 --max-new-tokens 64
+
+It writes ``experiments/results/planner_priors/{model}-{dtype}-{tokens}.csv`` (one row per prompt and
+method, ``lade.suite``; a rerun resumes) and ``.md`` (speedups over HF greedy with 95% bootstrap
+intervals, ``lade.suite_report``), and prints each variant's geometric mean speedup over the datasets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from lade import LookaheadDecoder
+from lade.bench_methods import greedy_options
+from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts
+from lade.suite import decoder_call, hf_call, run_suite
+from lade.suite_report import markdown, summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "experiments" / "results" / "planner_priors"
+DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
+VARIANTS = "0.25:32,0.25:8,0.1:32,0:32"  # prior:trial; 0.25:32 was the default before this tuning
+
+
+def variant_name(prior: float, trial: int) -> str:
+    return f"auto_prior{prior:g}_trial{trial}"
+
+
+def parse_variants(text: str) -> list[tuple[float, int]]:
+    """``--variants``: comma-separated ``prior:trial`` pairs."""
+    try:
+        pairs = [item.split(":") for item in text.split(",")]
+        return [(float(prior), int(trial)) for prior, trial in pairs]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"prior:trial pairs, e.g. 0.25:8,0:32; got {text!r}") from error
+
+
+def geometric_means(summary: pd.DataFrame) -> pd.Series:
+    """Each method's geometric mean speedup over the datasets."""
+    return summary.groupby("method").speedup.apply(lambda s: math.exp(s.map(math.log).mean()))
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_model_flags(parser)
+    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--limit", type=int, default=3, help="dev-split prompts per dataset")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--variants", type=parse_variants, default=parse_variants(VARIANTS))
+    parser.add_argument("--spec-bench", default=str(ROOT / SPEC_BENCH))
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+
+    model, tokenizer = load_bench_model(args)
+    dtype = str(model.dtype).removeprefix("torch.")
+    name = Path(args.model).name
+    options = greedy_options(model, args.max_new_tokens, eos_ids(model))
+    curve = LookaheadDecoder(model).calibrate()  # one curve for every variant (cached per machine)
+    methods = {"hf_greedy": hf_call(model, options, keep_logits=True)}
+    for prior, trial in args.variants:
+        decoder = LookaheadDecoder(model, latency=curve, branch_prior=prior, branch_trial=trial)
+        methods[variant_name(prior, trial)] = decoder_call(decoder, options)
+    datasets = args.datasets.split(",")
+    prompts = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench, split="dev") for d in datasets}
+    records = args.out / f"{name}-{dtype}-{args.max_new_tokens}.csv"
+    labels = {"model": name, "dtype": dtype, "split": "dev"}
+    run_suite(dict.fromkeys(datasets, methods), prompts, records, labels, torch.tensor([[1, 2, 3, 4] * 4]))
+    summary = summarize(pd.read_csv(records))
+    records.with_suffix(".md").write_text(markdown(summary) + "\n")
+    print(markdown(summary))
+    print(geometric_means(summary).round(3).to_string())
+    return summary
+
+
+if __name__ == "__main__":
+    main()
