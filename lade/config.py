@@ -48,9 +48,9 @@ class LadeSchema:
     lookahead: LookaheadSchema = field(default_factory=LookaheadSchema)
     max_new_tokens: int = 128
     batch_size: int = 1
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    temperature: float | None = None  # None: the model's generation config, as ``generate`` reads it
+    top_k: int | None = None
+    top_p: float | None = None
     seed: int = 0
     name: str = "lade"
     tag: str = ""

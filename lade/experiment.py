@@ -83,7 +83,9 @@ def near_ties(prompt_rows: list[dict], greedy: bool) -> dict:
 
 
 def sampling_controls(cfg: DictConfig) -> dict | None:
-    """The HF ``generate`` sampling keywords of a ``verifier=sampling`` job, None for greedy."""
+    """The HF ``generate`` sampling keywords of a ``verifier=sampling`` job, None for greedy. A control
+    left null is not passed: ``generate`` and the decoder both take it from the model's generation
+    config (``top_k``: 50 where that config has none), so a job's parameters list only those set."""
     if not cfg.verifier["_target_"].endswith("SamplingVerifier"):
         return None
     names = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")

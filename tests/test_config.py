@@ -204,3 +204,16 @@ def test_auto_experiment_matches_the_python_default():
     assert (cfg.lookahead.window, cfg.lookahead.ngram, cfg.lookahead.guess) == ("auto",) * 3
     pool = validate(compose_config("experiment=auto", "data.limit=1")).pool
     assert pool.key_length == 3 and pool.seed_prompt and pool.seed_output
+
+
+def test_sampling_controls_default_to_the_models_generation_config_as_generate_does():
+    """``verifier=sampling`` alone passes no control, so HF and the decoder both read the model's
+    generation config (``generate(do_sample=True)``); the ones set are passed as set."""
+    from lade.experiment import call_options, sampling_controls
+
+    assert sampling_controls(compose_config("verifier=sampling")) == {}
+    assert instantiate(compose_config("verifier=sampling").verifier).controls == {}
+    set_ = sampling_controls(compose_config("verifier=sampling", "temperature=0.7", "top_k=0"))
+    assert set_ == {"temperature": 0.7, "top_k": 0}
+    assert sampling_controls(compose_config()) is None  # greedy
+    assert call_options(None, [2], {})["do_sample"] is True
