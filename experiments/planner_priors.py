@@ -11,7 +11,7 @@ methods alternating, on the dev split of HumanEval and the six Spec-Bench catego
 
 It writes ``experiments/results/planner_priors/{model}-{dtype}-{tokens}.csv`` (one row per prompt and
 method, ``lade.suite``; a rerun resumes) and ``.md`` (speedups over HF greedy with 95% bootstrap
-intervals, ``lade.suite_report``), and prints each variant's geometric mean speedup over the datasets.
+intervals, ``lade.suite_report``, then each variant's geometric mean speedup over the datasets).
 """
 
 from __future__ import annotations
@@ -80,10 +80,19 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     records = args.out / f"{name}-{dtype}-{args.max_new_tokens}.csv"
     labels = {"model": name, "dtype": dtype, "split": "dev"}
     run_suite(dict.fromkeys(datasets, methods), prompts, records, labels, torch.tensor([[1, 2, 3, 4] * 4]))
+    return render(records)
+
+
+def render(records: Path) -> pd.DataFrame:
+    """Write ``records``' summary beside it (``.md``: every row, then each method's geometric mean
+    speedup over the datasets) and print it."""
     summary = summarize(pd.read_csv(records))
-    records.with_suffix(".md").write_text(markdown(summary) + "\n")
-    print(markdown(summary))
-    print(geometric_means(summary).round(3).to_string())
+    means = geometric_means(summary)
+    lines = ["| method | geometric mean speedup over the datasets |", "|---|---|"]
+    lines += [f"| {method} | {value:.3f}x |" for method, value in means.items()]
+    text = markdown(summary) + "\n\n" + "\n".join(lines) + "\n"
+    records.with_suffix(".md").write_text(text)
+    print(text)
     return summary
 
 
