@@ -35,7 +35,16 @@ import pandas as pd
 import torch
 
 from lade.bench_methods import auto_decoder, greedy_options, plain_decoder
-from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
+from lade.bench_setup import (
+    SPEC_BENCH,
+    SUITE_DATASETS,
+    add_model_flags,
+    eos_ids,
+    load_bench_model,
+    load_prompts,
+    split_list,
+    warmup_ids,
+)
 from lade.benchmark_table import render_all
 from lade.figures import git_commit
 from lade.machine import cpu_description
@@ -44,7 +53,6 @@ from lade.suite_report import summarize, tuned_lookup_ks
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "benchmark"
-DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
 LOOKUP_KS = (2, 3, 5, 10)
 TEMPERATURES = (0.7, 1.0)
 PHASES = ("greedy", "sampling")
@@ -172,7 +180,7 @@ def measure(args, argv: list[str]) -> None:
         handle.write(json.dumps(run) + "\n")
     labels = {"model": name, "dtype": dtype, "split": "test"}
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
-    warmup = torch.tensor([[1, 2, 3, 4] * 4])
+    warmup = warmup_ids()
     datasets = args.datasets.split(",")
     prompts = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench, split="test") for d in datasets}
     phases = args.phases.split(",")
@@ -203,7 +211,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_flags(parser)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=SUITE_DATASETS)
     parser.add_argument("--phases", default="greedy,sampling", help="comma list of greedy, sampling")
     parser.add_argument("--limit", type=int, default=20, help="test-split prompts per dataset")
     parser.add_argument("--dev-limit", type=int, default=3, help="dev-split prompts per dataset to tune K on")

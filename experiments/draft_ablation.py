@@ -28,10 +28,17 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from lade.bench_methods import greedy_options
-from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts
+from lade.bench_setup import (
+    SPEC_BENCH,
+    SUITE_DATASETS,
+    add_model_flags,
+    eos_ids,
+    load_bench_model,
+    load_prompts,
+    warmup_ids,
+)
 from lade.decoding import LookaheadDecoder, default_pool
 from lade.machine import cpu_description
 from lade.suite import decoder_call, hf_call, run_suite
@@ -40,7 +47,6 @@ from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
 METHODS = "hf_greedy,hf_prompt_lookup,jacobi,token_recycling,suffix_tree,combined,auto,auto_combined"
 LOOKUP_KS = (2, 3, 5, 10)
 # Spec-Bench's public leaderboard (Vicuna-7B, A100, greedy, batch size 1): speedup (mean accepted tokens)
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_flags(parser)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=SUITE_DATASETS)
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--limit", type=int, default=4, help="prompts per dataset")
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     }
     dtype = str(model.dtype).removeprefix("torch.")
     labels = {"model": args.model, "dtype": dtype, "split": args.split}
-    warmup = torch.tensor([[1, 2, 3, 4] * 4])
+    warmup = warmup_ids()
     run_suite(methods, prompts, args.out / "records.csv", labels, warmup)
     summary = summarize(pd.read_csv(args.out / "records.csv"))
     summary.to_csv(args.out / "summary.csv", index=False)

@@ -21,17 +21,23 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from lade import LookaheadDecoder
 from lade.bench_methods import greedy_options
-from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts
+from lade.bench_setup import (
+    SPEC_BENCH,
+    SUITE_DATASETS,
+    add_model_flags,
+    eos_ids,
+    load_bench_model,
+    load_prompts,
+    warmup_ids,
+)
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import markdown, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "planner_priors"
-DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
 VARIANTS = "0.25:32,0.25:8,0.1:32,0:32"  # prior:trial; 0.25:32 was the default before this tuning
 
 
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_flags(parser)
-    parser.add_argument("--datasets", default=DATASETS)
+    parser.add_argument("--datasets", default=SUITE_DATASETS)
     parser.add_argument("--limit", type=int, default=3, help="dev-split prompts per dataset")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--variants", type=parse_variants, default=parse_variants(VARIANTS))
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     prompts = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench, split="dev") for d in datasets}
     records = args.out / f"{name}-{dtype}-{args.max_new_tokens}.csv"
     labels = {"model": name, "dtype": dtype, "split": "dev"}
-    run_suite(dict.fromkeys(datasets, methods), prompts, records, labels, torch.tensor([[1, 2, 3, 4] * 4]))
+    run_suite(dict.fromkeys(datasets, methods), prompts, records, labels, warmup_ids())
     return render(records)
 
 

@@ -26,6 +26,14 @@ DATASETS = {  # name -> Spec-Bench categories (None: HumanEval's raw prompts)
     "rag": ["rag"],
     "synthetic": None,  # random/repetitive token ids (lade.data.load_synthetic): tiny models, no tokenizer
 }
+# The suite the paired-timing experiments run (``--datasets``' default): HumanEval and Spec-Bench's six
+SUITE_DATASETS = "humaneval,mt_bench,translation,summarization,qa,math_reasoning,rag"
+
+
+def warmup_ids() -> torch.Tensor:
+    """The untimed warm-up prompt [1, 16] of the paired-timing experiments: outside every dataset,
+    so nothing a decoder learns across calls is learnt on a timed prompt."""
+    return torch.tensor([[1, 2, 3, 4] * 4])
 
 
 def parse_ints(text: str) -> list[int]:
