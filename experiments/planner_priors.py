@@ -1,17 +1,22 @@
-"""Tuning auto's lookahead-branch prior on dev-split prompts (issue 18: planner priors are tuned on the
+"""Tuning auto's planner priors on dev-split prompts (issue 18: planner priors are tuned on the
 development split, never on the prompts reported).
 
-Auto credits the lookahead branch with a prior gain (``branch_prior`` x log2(1 + W) tokens per step)
-until the branch has run ``branch_trial`` steps and its measured gain replaces it. Where a wide step
-costs little (a flat latency curve) and answers are short, a long trial runs whole calls on the prior.
-This script times auto at several (prior, trial) pairs against HF greedy, paired per prompt with the
+Auto credits the lookahead branch with a prior gain (``PlannerPriors.branch`` x log2(1 + W) tokens per
+step) until the branch has run ``PlannerPriors.trial`` steps and its measured gain replaces it. Where a
+wide step costs little (a flat latency curve) and answers are short, a long trial runs whole calls on
+the prior.
+Until a call's first offers have been scored, it predicts the candidates' acceptance from
+``PlannerPriors.candidate`` (the chance that each next token of a candidate holds). This script times auto at
+several (branch prior, trial, candidate prior) triples against HF greedy, paired per prompt with the
 methods alternating, on the dev split of HumanEval and the six Spec-Bench categories:
 
-    python experiments/planner_priors.py --model qwen2.5-coder-1.5b --dtype bfloat16 --max-new-tokens 64
+    python experiments/planner_priors.py --model qwen2.5-coder-1.5b --dtype bfloat16 --max-new-tokens 64 \
+        --variants 0.25:8:0,0.25:8:0.3,0.25:8:0.6 --out experiments/results/planner_priors/candidate_prior
 
-It writes ``experiments/results/planner_priors/{model}-{dtype}-{tokens}.csv`` (one row per prompt and
-method, ``lade.suite``; a rerun resumes) and ``.md`` (speedups over HF greedy with 95% bootstrap
-intervals, ``lade.suite_report``, then each variant's geometric mean speedup over the datasets).
+It writes ``{out}/{model}-{dtype}-{tokens}.csv`` (one row per prompt and method, ``lade.suite``; a
+rerun resumes, and refuses new variants beside recorded ones: give those another ``--out``) and
+``.md`` (speedups over HF greedy with 95% bootstrap intervals, ``lade.suite_report``, then each
+variant's geometric mean speedup over the datasets).
 """
 
 from __future__ import annotations
@@ -33,25 +38,28 @@ from lade.bench_setup import (
     load_prompts,
     warmup_ids,
 )
+from lade.priors import PlannerPriors
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import markdown, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "planner_priors"
-VARIANTS = "0.25:32,0.25:8,0.1:32,0:32"  # prior:trial; 0.25:32 was the default before this tuning
+# branch prior:trial:candidate prior; 0.25:32:0 was the default before this tuning, 0.25:8:0 after the first
+VARIANTS = "0.25:8:0,0.25:8:0.3,0.25:8:0.6"
 
 
-def variant_name(prior: float, trial: int) -> str:
-    return f"auto_prior{prior:g}_trial{trial}"
+def variant_name(prior: float, trial: int, candidate: float) -> str:
+    return f"auto_prior{prior:g}_trial{trial}_candidate{candidate:g}"
 
 
-def parse_variants(text: str) -> list[tuple[float, int]]:
-    """``--variants``: comma-separated ``prior:trial`` pairs."""
+def parse_variants(text: str) -> list[tuple[float, int, float]]:
+    """``--variants``: comma-separated ``branch:trial:candidate`` triples (``PlannerPriors``)."""
     try:
-        pairs = [item.split(":") for item in text.split(",")]
-        return [(float(prior), int(trial)) for prior, trial in pairs]
+        triples = [item.split(":") for item in text.split(",")]
+        return [(float(prior), int(trial), float(candidate)) for prior, trial, candidate in triples]
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"prior:trial pairs, e.g. 0.25:8,0:32; got {text!r}") from error
+        example = "prior:trial:candidate triples, e.g. 0.25:8:0.6"
+        raise argparse.ArgumentTypeError(f"{example}; got {text!r}") from error
 
 
 def geometric_means(summary: pd.DataFrame) -> pd.Series:
@@ -78,9 +86,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
     curve = LookaheadDecoder(model).calibrate()  # one curve for every variant (cached per machine)
     methods = {"hf_greedy": hf_call(model, options, keep_logits=True)}
-    for prior, trial in args.variants:
-        decoder = LookaheadDecoder(model, latency=curve, branch_prior=prior, branch_trial=trial)
-        methods[variant_name(prior, trial)] = decoder_call(decoder, options)
+    for prior, trial, candidate in args.variants:
+        priors = PlannerPriors(branch=prior, trial=trial, candidate=candidate)
+        decoder = LookaheadDecoder(model, latency=curve, planner_priors=priors)
+        methods[variant_name(prior, trial, candidate)] = decoder_call(decoder, options)
     datasets = args.datasets.split(",")
     prompts = {d: load_prompts(d, tokenizer, args.limit, args.spec_bench, split="dev") for d in datasets}
     records = args.out / f"{name}-{dtype}-{args.max_new_tokens}.csv"

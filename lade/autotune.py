@@ -16,6 +16,9 @@ step, the pool's candidates are noted whether or not they are verified, and once
 grown past them, their match length against what was actually committed is exactly what the greedy
 verifier would have accepted. So every (g, l) is scored on every step, at no extra forward cost,
 including during plain steps: lookahead restarts by itself when the text becomes predictable again.
+Before a call's first offers have been scored, ``A`` is a prior (``PlannerPriors.candidate``: the chance
+that each next token of the first candidate holds), so a call verifies candidates from its first step
+where the curve makes them cheap, instead of waiting ~N + ``min_records`` plain steps for records.
 Plain decoding (no branch, g = 0) is always one of the options: when nothing is predicted to win,
 the step is a plain step.
 
@@ -24,7 +27,7 @@ steps); it is measured, on the steps it ran, as the records' expected acceptance
 minus that with only the candidates the branch did not harvest. Whether the branch runs is chosen
 by that steady state (candidates without its harvests, plus its gain); which candidates a step then
 verifies is chosen from all it is offered, the branch's harvests included. Until the branch has
-run long enough to measure it, a prior is used (``branch_prior``), so the branch is only tried
+run long enough to measure it, a prior is used (``PlannerPriors.branch``), so the branch is only tried
 where the prior could pay for its tokens on this hardware; its size W is chosen among the allowed
 sizes the same way.
 
@@ -43,12 +46,9 @@ from dataclasses import dataclass, replace
 
 from lade.acceptance import AcceptanceStats, RowRecords
 from lade.calibration import LatencyModel
+from lade.priors import DEFAULT_PRIORS, PlannerPriors, prior_acceptance
 
 AUTO = "auto"
-BRANCH_PRIOR = 0.25  # the lookahead branch's assumed gain per step at W = 1 (Planner's branch_prior)
-# Branch steps before its measured gain replaces the prior. Tuned on dev-split prompts
-# (experiments/planner_priors.py): at 32, chat answers of 20-40 tokens ran their whole length on the prior.
-BRANCH_TRIAL = 8
 
 
 def is_auto(value) -> bool:
@@ -91,11 +91,8 @@ class Planner:
         max_length: N-1, most tokens of a candidate a step may verify.
         auto_window / auto_guess / auto_length: which of branch on/off, g, l the planner chooses;
             the others stay at their maximum (fixed W, G, N as given by the user).
-        min_records: scored offers needed before candidates are trusted (plain steps until then).
-        branch_prior: assumed extra accepted tokens per step from the branch at W, before it has been
-            measured: ``branch_prior * log2(1 + W)`` (the paper's compression grows about
-            logarithmically in W). A prior that cannot pay for the branch's tokens keeps it off.
-        branch_trial: steps the branch runs before its measured gain replaces the prior.
+        min_records: scored offers a row needs before its records replace the candidate prior.
+        priors: what the planner assumes until the call has measured it (``PlannerPriors``).
         branch_retry: steps after which a branch measured as useless is tried again (from the prior).
         margin: an option must beat plain decoding's rate by this factor to be chosen, so noise in
             the estimates does not make lookahead slower than plain decoding.
@@ -112,8 +109,7 @@ class Planner:
         auto_guess: bool = True,
         auto_length: bool = True,
         min_records: int = 8,
-        branch_prior: float = BRANCH_PRIOR,
-        branch_trial: int = BRANCH_TRIAL,
+        priors: PlannerPriors = DEFAULT_PRIORS,
         branch_retry: int = 256,
         margin: float = 1.02,
         history: int = 64,
@@ -132,8 +128,7 @@ class Planner:
         self.auto_guess = auto_guess
         self.auto_length = auto_length
         self.min_records = min_records
-        self.branch_prior = branch_prior
-        self.branch_trial = branch_trial
+        self.priors = priors
         self.branch_retry = branch_retry
         self.margin = margin
         self.history = history
@@ -159,7 +154,7 @@ class Planner:
             records.drop_pending()
 
     def _restart_branch(self) -> None:
-        """The branch's gain is measured afresh: the prior until it has run ``branch_trial`` steps again."""
+        """The branch's gain is measured afresh: the prior until it has run ``priors.trial`` steps again."""
         self._branch_steps = self._idle_steps = 0
         self._branch_ran = False
         for records in self._rows:
@@ -189,7 +184,7 @@ class Planner:
         """Extra accepted tokens per step, summed over the rows, credited to running a lookahead
         branch of ``window`` columns (default: the size in use). Its value is amortised: the n-grams
         it harvests now are verified on later steps, so it is credited even on a step without
-        candidates. Measured, once the branch has run ``branch_trial`` steps, on the offers made while
+        candidates. Measured, once the branch has run ``priors.trial`` steps, on the offers made while
         it ran (offers from before, a warm-up or an earlier text, held none of its harvests), as their
         acceptance at full G and N-1 with all candidates minus that without the ones only the branch
         harvested, spread over all the steps it ran; the prior before. Other sizes scale by
@@ -204,11 +199,11 @@ class Planner:
         scale = math.log2(1 + window)
         gains = []
         for records in self._rows:
-            if self._branch_steps >= self.branch_trial:
+            if self._branch_steps >= self.priors.trial:
                 measured = records.branch_gain(self.max_guess, self.max_length)
                 gains.append(measured * scale / math.log2(1 + self._current_window))
             else:
-                gains.append(self.branch_prior * scale)
+                gains.append(self.priors.branch * scale)
         return gains
 
     def plan(self, *args, **kwargs) -> StepPlan:
@@ -260,20 +255,19 @@ class Planner:
         def combine(values: list[float]) -> float:
             return sum(values) if behind is None else rows * min(values)
 
+        def row_accepted(b: int, g: int, cut: int, without_harvested: bool) -> float:
+            if not (g and available[b]):
+                return 0.0
+            if not trusted[b]:
+                return prior_acceptance(self.priors.candidate, cut)
+            return records[b].expected(min(g, available[b]), cut, without_harvested)
+
         def accepted(g: int, cut: int, without_harvested: bool) -> float:
-            return combine(
-                [
-                    records[b].expected(min(g, available[b]), cut, without_harvested)
-                    if trusted[b] and g and available[b]
-                    else 0.0
-                    for b in counted
-                ]
-            )
+            return combine([row_accepted(b, g, cut, without_harvested) for b in counted])
 
         top = min(max(available), self.max_guess)
-        allowed = list(
-            candidate_shapes(top, self.max_length, self.auto_guess, self.auto_length, any(trusted))
-        )
+        predicted = any(trusted) or self.priors.candidate > 0  # records, or the prior, predict acceptance
+        allowed = list(candidate_shapes(top, self.max_length, self.auto_guess, self.auto_length, predicted))
         # (g, l) -> expected accepted tokens without the branch's harvests: what the candidates give
         # in the long run whatever the branch does (its harvests are credited as its gain)
         shapes = {(g, cut): accepted(g, cut, True) for g, cut in allowed}
@@ -363,8 +357,8 @@ def offered_shape(chosen: StepPlan, offered: dict, step_seconds, rows: int, bran
 
 def candidate_shapes(top: int, max_length: int, auto_guess: bool, auto_length: bool, trusted: bool):
     """The (g, l) pairs a step may verify: g up to ``top`` candidates (only ``top`` unless G is auto;
-    none but g = 0 while the records are not ``trusted`` and G is auto), l up to ``max_length`` tokens
-    (only ``max_length`` unless N is auto)."""
+    none but g = 0 while nothing predicts their acceptance, neither records nor a prior: ``trusted``
+    False, and G is auto), l up to ``max_length`` tokens (only ``max_length`` unless N is auto)."""
     guesses = range(0, top + 1) if auto_guess else (top,)
     lengths = range(1, max_length + 1) if auto_length else (max_length,)
     for g in guesses:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-from lade.autotune import AUTO, BRANCH_PRIOR, BRANCH_TRIAL
+from lade.autotune import AUTO
 from lade.calibration import DEFAULT_SIZES, BatchLatency, LatencyModel
 from lade.calibrator import Calibrator
 from lade.compatibility import check_static, self_check
@@ -28,6 +28,7 @@ from lade.loop import decode
 from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, AUTO_WINDOW, default_pool, positive_int
 from lade.options import resolve as resolve_options
 from lade.outputs import assemble
+from lade.priors import PlannerPriors
 from lade.session import new_planner, open_session, verifier_for
 from lade.source_choice import SourceChooser
 from lade.types import GenerationResult
@@ -88,8 +89,9 @@ class LookaheadDecoder:
             caller at a time); default: every call starts from the planner's priors (below).
         token_tree: feed the candidates as a token trie (shared prefixes once; ``lade.trie``), not as
             chains (the ablation): the same accepted tokens, fewer tokens fed.
-        branch_prior, branch_trial: auto's assumed gain per step of the lookahead branch (times
-            log2(1 + W)) until it has run ``branch_trial`` steps and is measured (``Planner``).
+        planner_priors: what auto assumes until a call has measured it (``lade.autotune.PlannerPriors``:
+            the lookahead branch's gain and trial, the candidates' acceptance); default: tuned on
+            development prompts.
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -110,10 +112,9 @@ class LookaheadDecoder:
         shared_pool: bool = False,
         learn_across_calls: bool = False,
         token_tree: bool = True,
-        branch_prior: float = BRANCH_PRIOR,
-        branch_trial: int = BRANCH_TRIAL,
+        planner_priors: PlannerPriors | None = None,
     ):
-        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, branch_prior, branch_trial)
+        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lade.autotune import BRANCH_PRIOR, BRANCH_TRIAL, is_auto
+from lade.autotune import is_auto
 from lade.interfaces import NGramPool, Proposer
+from lade.priors import DEFAULT_PRIORS, PlannerPriors
 from pools.bucket import BucketedNGramPool
 from pools.eviction import LRUEviction
 
@@ -34,6 +35,25 @@ def non_negative(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{name} must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def chance(name: str, value) -> float:
+    """``value`` as a float when it is a real number in [0, 1) (not a bool), else a ``ValueError``
+    naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def check_priors(priors) -> PlannerPriors:
+    """``priors`` when it is a ``PlannerPriors`` of valid values (a branch gain >= 0, a trial >= 1, a
+    candidate chance in [0, 1)), else a ``TypeError`` or a ``ValueError`` naming the value."""
+    if not isinstance(priors, PlannerPriors):
+        raise TypeError(f"planner_priors must be a lade.autotune.PlannerPriors, got {priors!r}")
+    non_negative("planner_priors.branch", priors.branch)
+    positive_int("planner_priors.trial", priors.trial, 1)
+    chance("planner_priors.candidate", priors.candidate)
+    return priors
 
 
 def default_pool(ngram: int, capacity: int, auto: bool, span: int | None = None) -> BucketedNGramPool:
@@ -67,8 +87,7 @@ class DecodingOptions:
         learn_across_calls: the planner's acceptance records carry over from call to call.
         token_tree: candidates are fed as a token trie (a shared prefix once, ``lade.trie``), not as
             separate chains; the same logits and the same accepted tokens, fewer tokens fed.
-        branch_prior, branch_trial: the auto planner's prior on the lookahead branch's gain and the
-            branch steps before its measured gain replaces it (``lade.autotune.Planner``).
+        priors: what the auto planner assumes until a call has measured it (``lade.autotune.PlannerPriors``).
     """
 
     window: int
@@ -82,8 +101,7 @@ class DecodingOptions:
     shared_pool: bool = False
     learn_across_calls: bool = False
     token_tree: bool = True
-    branch_prior: float = BRANCH_PRIOR
-    branch_trial: int = BRANCH_TRIAL
+    priors: PlannerPriors = DEFAULT_PRIORS
 
     @property
     def is_auto(self) -> bool:
@@ -106,8 +124,7 @@ def resolve(
     shared_pool: bool = False,
     learn_across_calls: bool = False,
     token_tree: bool = True,
-    branch_prior: float = BRANCH_PRIOR,
-    branch_trial: int = BRANCH_TRIAL,
+    priors: PlannerPriors | None = None,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
     ``DecodingOptions``), and the pool to use: the given one, or the default pool when ``pool`` is None
@@ -138,7 +155,6 @@ def resolve(
         shared_pool,
         learn_across_calls,
         token_tree,
-        non_negative("branch_prior", branch_prior),
-        positive_int("branch_trial", branch_trial, 1),
+        DEFAULT_PRIORS if priors is None else check_priors(priors),
     )
     return options, pool

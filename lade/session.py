@@ -118,8 +118,7 @@ def new_planner(
             auto_guess=options.auto_guess,
             auto_length=options.auto_ngram,
             windows=sizes,  # the planner keeps those up to `window`
-            branch_prior=options.branch_prior,
-            branch_trial=options.branch_trial,
+            priors=options.priors,
         )
         planners.append(planner)
     chooser = SourceChooser(planners)

@@ -10,9 +10,10 @@ import torch
 
 from lade import LookaheadDecoder
 from lade.acceptance import AcceptanceStats
-from lade.autotune import BRANCH_TRIAL, Planner, StepPlan
+from lade.autotune import Planner, StepPlan
 from lade.calibration import LatencyModel, calibration_key, load_cached, measure, shape_drift, store
 from lade.model import load_model
+from lade.priors import PlannerPriors, prior_acceptance
 
 # A CPU-like curve (each extra token costs) and a GPU-like one (extra tokens nearly free).
 STEEP = LatencyModel((1, 2, 4, 8, 16, 32, 64), (1.0, 1.1, 1.6, 1.9, 2.2, 2.6, 3.3))
@@ -214,9 +215,44 @@ def test_planner_verifies_everything_on_flat_hardware():
     assert (plan.guesses, plan.length) == (3, 4)
 
 
-def test_planner_waits_for_records_before_trusting_candidates():
-    planner = Planner(FLAT, window=0, branch_levels=4, max_guess=3, max_length=4)
+def _prior_planner(curve: LatencyModel, candidate: float) -> Planner:
+    """A planner without branch, G = 3, N - 1 = 4, assuming ``candidate`` for each next token."""
+    return Planner(
+        curve, window=0, branch_levels=4, max_guess=3, max_length=4, priors=PlannerPriors(candidate=candidate)
+    )
+
+
+def test_planner_waits_for_records_before_trusting_candidates_without_a_candidate_prior():
+    planner = _prior_planner(FLAT, 0.0)
     assert planner.plan(available=3).guesses == 0
+
+
+def test_prior_acceptance_is_the_geometric_sum():
+    assert prior_acceptance(0.5, 3) == pytest.approx(0.5 + 0.25 + 0.125)
+    assert prior_acceptance(0.0, 4) == 0.0
+
+
+def test_before_records_the_candidate_prior_prices_one_candidate_against_the_curve():
+    # flat hardware: verifying is nearly free, so the prior pays for one candidate at full length;
+    # more candidates are not credited by the prior (g = 1), and the prediction is the prior's
+    flat = _prior_planner(FLAT, 0.3)
+    plan = flat.plan(available=3)
+    assert (plan.guesses, plan.length) == (1, 4)
+    assert plan.predicted_tokens == pytest.approx(1 + prior_acceptance(0.3, 4))
+    # steep hardware (the second token costs 10%, each of the next ones more): a weak prior verifies
+    # nothing, a strong one a short candidate (its later tokens' chances no longer pay for them)
+    weak = _prior_planner(STEEP, 0.05)
+    assert weak.plan(available=3).guesses == 0
+    strong = _prior_planner(STEEP, 0.6)
+    plan = strong.plan(available=3)
+    assert plan.guesses == 1 and 1 <= plan.length < 4
+    # nothing offered: the prior is not applied
+    assert flat.plan(available=0).guesses == 0
+
+
+def test_the_records_replace_the_candidate_prior_once_trusted():
+    planner = _trained(_prior_planner(FLAT, 0.9), [0, 0, 0])
+    assert planner.plan(available=3).guesses == 0  # the prior said 0.9 per token; the records say 0
 
 
 def test_planner_runs_the_branch_only_where_it_can_pay():
@@ -249,7 +285,7 @@ def _trial_planner(**options) -> Planner:
 
 
 def test_measured_useless_branch_is_switched_off_then_retried():
-    planner = _trained(_trial_planner(branch_trial=4, branch_retry=10), [2, 0, 0])
+    planner = _trained(_trial_planner(priors=PlannerPriors(trial=4), branch_retry=10), [2, 0, 0])
     runs = _branch_runs(planner, [2, 0, 0], [False] * 3, 30)  # seeded candidates do all the work
     assert runs[:4] == [True] * 4  # the prior: try it
     assert not any(runs[4:14])  # measured: useless, off
@@ -257,7 +293,7 @@ def test_measured_useless_branch_is_switched_off_then_retried():
 
 
 def test_branch_whose_harvests_are_accepted_stays_on():
-    planner = _trained(_trial_planner(branch_trial=4), [1, 0, 0])
+    planner = _trained(_trial_planner(priors=PlannerPriors(trial=4)), [1, 0, 0])
     runs = _branch_runs(planner, [1, 4, 0], [False, True, False], 30)  # a harvested one adds 3 tokens
     assert all(runs)
     assert planner.branch_gain() > 2
@@ -266,7 +302,7 @@ def test_branch_whose_harvests_are_accepted_stays_on():
 def test_branch_steps_verify_the_harvested_candidates():
     """The branch is chosen for its harvests: a step running it verifies them, even where the other
     candidates fail (the steady-state choice of the branch leaves them out of its count)."""
-    planner = _trained(_trial_planner(branch_trial=4), [0, 0, 0])
+    planner = _trained(_trial_planner(priors=PlannerPriors(trial=4)), [0, 0, 0])
     plans = _plans(planner, [0, 4, 0], [False, True, False], 12)
     assert all(plan.branch and plan.guesses >= 2 for plan in plans[1:])
     planner.offer(0, [(1,) * 4, (9,) * 4, (1,) * 4], [False, True, False])
@@ -277,27 +313,39 @@ def test_branch_steps_verify_the_harvested_candidates():
 def test_branch_gain_is_measured_on_the_steps_it_ran():
     """Offers made while the branch was off (a warm-up, an earlier text) do not dilute its gain:
     its harvests were not in the pool then."""
-    planner = _trained(_trial_planner(branch_trial=4), [2, 0, 0], rounds=60)
+    planner = _trained(_trial_planner(priors=PlannerPriors(trial=4)), [2, 0, 0], rounds=60)
     runs = _branch_runs(planner, [2, 4, 0], [False, True, False], 20)  # its harvests add 2 tokens
     assert all(runs)
     assert planner.branch_gain() > 1
 
 
-def test_the_decoders_branch_prior_and_trial_reach_each_calls_planner():
+def test_the_decoders_planner_priors_reach_each_calls_planner():
     from lade.session import new_planner
 
     model, _ = load_model("tiny-random-llama")
-    decoder = LookaheadDecoder(model, branch_prior=0.5, branch_trial=3, latency=STEEP)
+    priors = PlannerPriors(branch=0.5, trial=3, candidate=0.2)
+    decoder = LookaheadDecoder(model, planner_priors=priors, latency=STEEP)
     decoder.proposer.start(torch.tensor([1, 2, 3]))
     chooser = new_planner(decoder.options, STEEP, decoder.proposer, None, decoder.pool)
-    assert [(p.branch_prior, p.branch_trial) for p in chooser.planners] == [(0.5, 3)]
-    assert LookaheadDecoder(model, latency=STEEP).options.branch_trial == BRANCH_TRIAL
+    assert [p.priors for p in chooser.planners] == [priors]
+    assert LookaheadDecoder(model, latency=STEEP).options.priors == PlannerPriors()
 
 
-@pytest.mark.parametrize("bad", [{"branch_prior": -0.1}, {"branch_prior": True}, {"branch_trial": 0}])
-def test_bad_branch_prior_or_trial_is_refused(bad):
-    with pytest.raises(ValueError, match=next(iter(bad))):
-        LookaheadDecoder(load_model("tiny-random-llama")[0], latency=STEEP, **bad)
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (PlannerPriors(branch=-0.1), "planner_priors.branch"),
+        (PlannerPriors(branch=True), "planner_priors.branch"),
+        (PlannerPriors(trial=0), "planner_priors.trial"),
+        (PlannerPriors(candidate=1.0), "planner_priors.candidate"),
+        (PlannerPriors(candidate=-0.1), "planner_priors.candidate"),
+        (PlannerPriors(candidate="0.3"), "planner_priors.candidate"),
+        ({"candidate": 0.3}, "PlannerPriors"),
+    ],
+)
+def test_bad_planner_priors_are_refused(bad, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        LookaheadDecoder(load_model("tiny-random-llama")[0], latency=STEEP, planner_priors=bad)
 
 
 def test_fixed_settings_are_respected():
