@@ -89,7 +89,7 @@ class LookaheadDecoder:
             caller at a time); default: every call starts from the planner's priors (below).
         token_tree: feed the candidates as a token trie (shared prefixes once; ``lade.trie``), not as
             chains (the ablation): the same accepted tokens, fewer tokens fed.
-        planner_priors: what auto assumes until a call has measured it (``lade.autotune.PlannerPriors``:
+        planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
             the lookahead branch's gain and trial, the candidates' acceptance); default: tuned on
             development prompts.
 

@@ -49,7 +49,7 @@ def check_priors(priors) -> PlannerPriors:
     """``priors`` when it is a ``PlannerPriors`` of valid values (a branch gain >= 0, a trial >= 1, a
     candidate chance in [0, 1)), else a ``TypeError`` or a ``ValueError`` naming the value."""
     if not isinstance(priors, PlannerPriors):
-        raise TypeError(f"planner_priors must be a lade.autotune.PlannerPriors, got {priors!r}")
+        raise TypeError(f"planner_priors must be a lade.priors.PlannerPriors, got {priors!r}")
     non_negative("planner_priors.branch", priors.branch)
     positive_int("planner_priors.trial", priors.trial, 1)
     chance("planner_priors.candidate", priors.candidate)
@@ -87,7 +87,7 @@ class DecodingOptions:
         learn_across_calls: the planner's acceptance records carry over from call to call.
         token_tree: candidates are fed as a token trie (a shared prefix once, ``lade.trie``), not as
             separate chains; the same logits and the same accepted tokens, fewer tokens fed.
-        priors: what the auto planner assumes until a call has measured it (``lade.autotune.PlannerPriors``).
+        priors: what the auto planner assumes until a call has measured it (``lade.priors.PlannerPriors``).
     """
 
     window: int
