@@ -129,6 +129,8 @@ class Planner:
         self.auto_length = auto_length
         self.min_records = min_records
         self.priors = priors
+        # the prior's accepted tokens at each length l (index l), computed once, not per step and shape
+        self._prior_by_length = [prior_acceptance(priors.candidate, cut) for cut in range(max_length + 1)]
         self.branch_retry = branch_retry
         self.margin = margin
         self.history = history
@@ -259,7 +261,7 @@ class Planner:
             if not (g and available[b]):
                 return 0.0
             if not trusted[b]:
-                return prior_acceptance(self.priors.candidate, cut)
+                return self._prior_by_length[cut]
             return records[b].expected(min(g, available[b]), cut, without_harvested)
 
         def accepted(g: int, cut: int, without_harvested: bool) -> float:

@@ -30,18 +30,12 @@ def positive_int(name: str, value, minimum: int) -> int:
     return value
 
 
-def non_negative(name: str, value) -> float:
-    """``value`` as a float when it is a real number >= 0 (not a bool), else a ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
-def chance(name: str, value) -> float:
-    """``value`` as a float when it is a real number in [0, 1) (not a bool), else a ``ValueError``
-    naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+def real_number(name: str, value, low: float, below: float = float("inf")) -> float:
+    """``value`` as a float when it is a real number (not a bool) with ``low <= value < below``, else a
+    ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value < below:
+        bounds = f">= {low:g}" if below == float("inf") else f"in [{low:g}, {below:g})"
+        raise ValueError(f"{name} must be a number {bounds}, got {value!r}")
     return float(value)
 
 
@@ -50,9 +44,9 @@ def check_priors(priors) -> PlannerPriors:
     candidate chance in [0, 1)), else a ``TypeError`` or a ``ValueError`` naming the value."""
     if not isinstance(priors, PlannerPriors):
         raise TypeError(f"planner_priors must be a lade.priors.PlannerPriors, got {priors!r}")
-    non_negative("planner_priors.branch", priors.branch)
+    real_number("planner_priors.branch", priors.branch, 0)
     positive_int("planner_priors.trial", priors.trial, 1)
-    chance("planner_priors.candidate", priors.candidate)
+    real_number("planner_priors.candidate", priors.candidate, 0, 1)
     return priors
 
 
