@@ -126,7 +126,8 @@ class NGramPool(ABC):
 
     def observe_logits(self, tokens: Sequence[int], logits) -> None:  # noqa: B027
         """Only when ``reads_logits``: a step fed ``tokens`` [R] (the last committed token, then the
-        verification branch's tokens) and the model computed ``logits`` [R, V] after each."""
+        last token of each distinct candidate prefix, ``Candidates.prefix_rows``: no padding) and the
+        model computed ``logits`` [R, V] after each."""
 
     def reset(self) -> None:  # noqa: B027
         """Forget everything."""

@@ -115,8 +115,9 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 branch.candidates[i],
             )
             if row.pool.reads_logits:  # e.g. Token Recycling: what the model predicted after each token
-                fed = [lasts[i], *branch.tokens[i, : branch.verified[i] - 1].tolist()]
-                row.pool.observe_logits(fed, logits[i, : branch.verified[i]])
+                tokens, rows = branch.candidates[i].prefix_rows()
+                read_rows = torch.tensor([0, *rows], device=logits.device)
+                row.pool.observe_logits([lasts[i], *tokens], logits[i].index_select(0, read_rows))
             keep.append([0] if row.finished else rows_kept)  # a finished row leaves: keep anything
             if planner is not None:
                 planner.resolve(row.committed, row=i)

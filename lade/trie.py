@@ -36,16 +36,21 @@ class TokenTrie:
         return len(self.tokens)
 
 
-def build_trie(candidates: Sequence[Sequence[int]]) -> TokenTrie:
+def build_trie(candidates: Sequence[Sequence[int]], lengths: Sequence[int] | None = None) -> TokenTrie:
     """The trie of ``candidates`` (equal lengths, each a continuation of the root), in candidate order:
-    the nodes of candidate 0 first, then those of candidate 1 that it does not share, and so on."""
+    the nodes of candidate 0 first, then those of candidate 1 that it does not share, and so on.
+    ``lengths`` [G']: each candidate's own tokens (default: all); its padding past them gets no node
+    and maps to its last own token's node (padding is never accepted, so no logits after it are read)."""
     tokens: list[int] = []
     parents: list[int] = []
     children: dict[tuple[int, int], int] = {}
     paths = []
-    for candidate in candidates:
+    for i, candidate in enumerate(candidates):
+        own = len(candidate) if lengths is None else lengths[i]
+        if own < 1:
+            raise ValueError(f"candidate {i} has no token of its own")
         parent, path = -1, []
-        for token in candidate:
+        for token in candidate[:own]:
             node = children.get((parent, token))
             if node is None:
                 node = len(tokens)
@@ -54,6 +59,7 @@ def build_trie(candidates: Sequence[Sequence[int]]) -> TokenTrie:
                 children[(parent, token)] = node
             path.append(node)
             parent = node
+        path.extend([parent] * (len(candidate) - own))
         paths.append(tuple(path))
     return TokenTrie(tuple(tokens), tuple(parents), tuple(paths))
 
@@ -69,8 +75,8 @@ def pad_trie(trie: TokenTrie, size: int, filler: int) -> TokenTrie:
 
 def trie_sizes(candidates: Sequence[Sequence[int]], max_guess: int, max_length: int) -> list[list[int]]:
     """[g][l] the nodes of the trie of the first g ``candidates`` cut to l tokens, for g <= ``max_guess``
-    and l <= ``max_length`` (candidates shorter than l are padded with their last token, as a step pads
-    them): what a step verifying (g, l) feeds, which the auto planner prices."""
+    and l <= ``max_length`` (a candidate shorter than l feeds only its own tokens: its padding gets no
+    node, ``build_trie``): what a step verifying (g, l) feeds, which the auto planner prices."""
     sizes = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
     seen: list[set[tuple[int, ...]]] = [set() for _ in range(max_length + 1)]
     for g in range(1, max_guess + 1):
@@ -78,12 +84,11 @@ def trie_sizes(candidates: Sequence[Sequence[int]], max_guess: int, max_length: 
         if g > len(candidates):
             row[:] = sizes[g - 1]
             continue
-        candidate = list(candidates[g - 1][:max_length])
-        candidate += candidate[-1:] * (max_length - len(candidate))
+        candidate = tuple(candidates[g - 1][:max_length])
         added = 0
         for length in range(1, max_length + 1):
-            prefix = tuple(candidate[:length])
-            if prefix not in seen[length]:
+            prefix = candidate[:length]
+            if length <= len(candidate) and prefix not in seen[length]:
                 seen[length].add(prefix)
                 added += 1
             row[length] = sizes[g - 1][length] + added

@@ -41,10 +41,15 @@ class Candidates:
     ``rows`` [G'][l]: the row of the verifier's logits that follows each candidate token (a token
     trie's node + 1, ``lade.trie``: candidates sharing a prefix share its rows); None: the candidates
     were fed as chains, token j of candidate i at row ``1 + i * l + j``.
+
+    ``lengths`` [G']: each candidate's own tokens; the rest of its row is padding (``pad_candidate``),
+    never accepted, and in a trie never fed (its rows are the last own token's, never read). None:
+    every token is the candidate's own.
     """
 
     tokens: torch.Tensor  # [G', l] token ids, l <= the pool's continuation length; G' may be 0
     rows: tuple[tuple[int, ...], ...] | None = None
+    lengths: tuple[int, ...] | None = None
 
     @property
     def count(self) -> int:
@@ -57,11 +62,32 @@ class Candidates:
         count, length = self.tokens.shape if self.count else (0, 0)
         return [[1 + i * length + j for j in range(length)] for i in range(count)]
 
+    def prefix_rows(self) -> tuple[list[int], list[int]]:
+        """The last token and the logits row after it of each distinct prefix of the candidates' own
+        tokens (padding left out), in order of first appearance: the logits the step computed for a
+        real draft, once each, the same for chains and tries."""
+        tokens, rows, seen = [], [], set()
+        drafts, row_map = self.tokens.tolist(), self.row_map()
+        for draft, row, own in zip(drafts, row_map, self.own_lengths(), strict=True):
+            for j in range(own):
+                prefix = tuple(draft[: j + 1])
+                if prefix not in seen:
+                    seen.add(prefix)
+                    tokens.append(draft[j])
+                    rows.append(row[j])
+        return tokens, rows
+
+    def own_lengths(self) -> tuple[int, ...]:
+        """[G'] each candidate's own tokens (l for all when no ``lengths`` were given)."""
+        if self.lengths is not None:
+            return self.lengths
+        return (self.tokens.shape[1],) * self.count if self.count else ()
+
 
 def pad_candidate(continuation: tuple[int, ...], length: int) -> list[int]:
     """``continuation`` cut or padded to ``length`` tokens, padding with its last token (a pool may
-    hold continuations shorter than a step verifies). Padding is lossless: a padded token is accepted
-    only where it is the model's own token, like any candidate token."""
+    hold continuations shorter than a step verifies): a candidate row of the step's width, whose
+    padding the verifiers never accept (``Candidates.lengths``)."""
     tokens = list(continuation[:length])
     return tokens + tokens[-1:] * (length - len(tokens))
 

@@ -1,10 +1,12 @@
 """The verification branch of a step as it is fed: the rows' candidates as chains or as token tries.
 
 Chains feed every candidate whole (G' x l tokens per row); tries (``lade.trie``) feed each distinct
-prefix once. A batch step feeds every row the same number of branch tokens: a row with fewer
-candidates (chains) or a smaller trie is filled up with filler tokens (the row's last token) whose
-logits are never read. Owns that construction and each row's ``Candidates`` (with the logits rows a
-trie maps them to); it never runs the model (the tokens go to ``lade.executor``).
+prefix once. A batch step feeds every row the same number of branch tokens: a row with fewer candidates
+(chains) or a smaller trie is filled up with filler tokens (the row's last token) whose logits are never
+read. A candidate shorter than the step's length is padded (``lade.types.pad_candidate``); chains feed
+the padding, tries do not, and neither accepts it. Owns that construction and each row's ``Candidates``
+(with the logits rows a trie maps them to); it never runs the model (the tokens go to
+``lade.executor``).
 """
 
 from __future__ import annotations
@@ -50,15 +52,19 @@ def verification_branch(
         [pad_candidate(c, length) for c in continuations[:g]]
         for continuations, g in zip(offered, guesses, strict=True)
     ]
+    lengths = [
+        tuple(min(len(c), length) for c in continuations[:g])
+        for continuations, g in zip(offered, guesses, strict=True)
+    ]
     if not tree:
         count = max(guesses)
         padded = [
             rows + [[last] * length] * (count - len(rows)) for rows, last in zip(chosen, lasts, strict=True)
         ]
         tokens = torch.tensor(padded, dtype=torch.long, device=device).view(len(lasts), count, length)
-        candidates = [Candidates(tokens[b, :g]) for b, g in enumerate(guesses)]
+        candidates = [Candidates(tokens[b, :g], lengths=lengths[b]) for b, g in enumerate(guesses)]
         return VerificationBranch(tokens.flatten(1), candidates, [1 + g * length for g in guesses])
-    tries = [build_trie(rows) for rows in chosen]
+    tries = [build_trie(rows, own) for rows, own in zip(chosen, lengths, strict=True)]
     size = max(trie.size for trie in tries)
     padded_tries = [pad_trie(trie, size, last) for trie, last in zip(tries, lasts, strict=True)]
     tokens = torch.tensor([trie.tokens for trie in padded_tries], dtype=torch.long, device=device)
@@ -66,8 +72,9 @@ def verification_branch(
         Candidates(
             torch.tensor(rows, dtype=torch.long, device=device).view(len(rows), length),
             tuple(tuple(1 + node for node in path) for path in trie.candidate_nodes),
+            own,
         )
-        for rows, trie in zip(chosen, tries, strict=True)
+        for rows, trie, own in zip(chosen, tries, lengths, strict=True)
     ]
     return VerificationBranch(
         tokens.view(len(lasts), size), candidates, [1 + t.size for t in tries], padded_tries

@@ -13,10 +13,11 @@ class GreedyVerifier(Verifier):
     """Accepts the longest candidate prefix that equals the model's own argmax, plus the next argmax.
 
     For candidate ``i`` the model's greedy continuation is ``m_i = [argmax(row 0), argmax after its
-    token 0, ..., argmax after its token N-2]`` (N tokens). The candidate matches up to the first
-    ``j`` with ``candidate[i, j] != m_i[j]``; the committed tokens are ``m_i[:k+1]`` for the best
-    candidate with ``k`` matches: the matched tokens and the bonus token, up to N per step. Ties go
-    to the first candidate. With no candidates this is one plain greedy step.
+    token 0, ..., argmax after its token N-2]`` (N tokens). The candidate matches up to the first ``j``
+    with ``candidate[i, j] != m_i[j]`` (or its padding begins: ``Candidates.lengths``); the committed
+    tokens are ``m_i[:k+1]`` for the best candidate with ``k`` matches: the matched tokens and the bonus
+    token, up to N per step. Ties go to the first candidate. With no candidates this is one plain greedy
+    step.
 
     With logits processors (a ``scoring``: repetition penalty, min new tokens, ... as greedy
     ``generate`` applies them), each position's argmax is taken over its processed scores given its
@@ -43,7 +44,12 @@ class GreedyVerifier(Verifier):
         continuation = torch.cat(  # [G', N]: the model's own next token at each candidate position
             [predicted[:1].expand(tokens.shape[0], 1), following], dim=1
         )
-        matched = (tokens == continuation[:, :-1]).cumprod(dim=1).sum(dim=1)  # [G']
+        agree = tokens == continuation[:, :-1]  # [G', N-1]
+        own = candidates.own_lengths()
+        if min(own) < tokens.shape[1]:  # padding is never accepted
+            positions = torch.arange(tokens.shape[1], device=agree.device)
+            agree &= positions < torch.tensor(own, device=agree.device)[:, None]
+        matched = agree.cumprod(dim=1).sum(dim=1)  # [G']
         best = matched.argmax()
         # one device-to-host transfer: [best, k, the best candidate's continuation]
         best, k, *row = torch.cat([best.view(1), matched[best].view(1), continuation[best]]).tolist()
@@ -53,14 +59,13 @@ class GreedyVerifier(Verifier):
         self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring
     ) -> Verification:
         """Position by position: the processed argmax given the accepted prefix, while a candidate agrees."""
-        drafts, rows = candidates.tokens.tolist(), candidates.row_map()
-        length = candidates.tokens.shape[1] if candidates.count else 0
+        drafts, rows, own = candidates.tokens.tolist(), candidates.row_map(), candidates.own_lengths()
         alive, accepted, scores, row = list(range(candidates.count)), [], [], 0
         while True:
             scores.append(scoring(accepted, logits[row]))
             token = int(scores[-1].argmax())
             position = len(accepted)
-            matching = [i for i in alive if position < length and drafts[i][position] == token]
+            matching = [i for i in alive if position < own[i] and drafts[i][position] == token]
             if not matching:
                 break
             accepted.append(token)

@@ -20,8 +20,9 @@ class SamplingVerifier(Verifier):
     2. For each alive candidate in order, with draft token ``d`` (its token j; a token already
        rejected here is skipped): accept ``d`` with probability ``r(d) / sum(r)``, where ``r`` starts as
        ``p``; on rejection set ``r(d) = 0`` and try the next candidate.
-    3. If a draft was accepted, keep only the candidates whose token j is ``d`` and go to the next
-       position (after all N-1 positions, sample the bonus token from the next ``p``). If every
+    3. If a draft was accepted, keep only the candidates whose token j is ``d`` and that have a
+       token j+1 of their own (``Candidates.lengths``: padding is no draft), and go to the next
+       position (once none is left, sample the bonus token from the next ``p``). If every
        draft was rejected, sample the committed token from ``r / sum(r)`` and stop.
 
     Why it is exact: a draft is a point mass, so accepting ``d1`` with probability ``p(d1)`` and
@@ -88,15 +89,16 @@ class SamplingVerifier(Verifier):
         self, logits: torch.Tensor, candidates: Candidates, scoring: RowScoring | None = None
     ) -> Verification:
         drafts, rows = candidates.tokens.tolist(), candidates.row_map()  # [G'][N-1] each
-        length = candidates.tokens.shape[1] if candidates.count else 0
-        alive = list(range(candidates.count))
+        own = candidates.own_lengths()  # [G']: past them a candidate's row is padding, never a draft
+        alive = [index for index in range(candidates.count) if own[index] > 0]
         accepted: list[int] = []
+        winner = -1  # the first candidate that holds every accepted token
         scores: list[torch.Tensor] = []  # [V] processed scores of each position reached
         row = 0  # logits row of the current position: after the last committed token
         while True:
             scores.append(logits[row].float() if scoring is None else scoring(accepted, logits[row]))
             probabilities = self._probabilities(scores[-1])
-            if len(accepted) == length or not alive:
+            if not alive:
                 token = self._sample(probabilities)
                 break
             residual = probabilities.clone()
@@ -115,9 +117,13 @@ class SamplingVerifier(Verifier):
                 break
             position = len(accepted)
             accepted.append(chosen)
-            alive = [index for index in alive if drafts[index][position] == chosen]
-            row = rows[alive[0]][position]
-        winner = alive[0] if accepted else -1
+            following = [index for index in alive if drafts[index][position] == chosen]
+            row = rows[following[0]][position]
+            winner = following[0]
+            alive = [index for index in following if own[index] > position + 1]
         return Verification(
-            tokens=[*accepted, token], candidate_index=winner, matched=len(accepted), scores=tuple(scores)
+            tokens=[*accepted, token],
+            candidate_index=winner,
+            matched=len(accepted),
+            scores=tuple(scores),
         )

@@ -92,6 +92,16 @@ def test_the_distribution_test_detects_a_small_bias():
     assert chi_square_p(run_rule(SlightlyBiased), exact_sequences()) < 1e-4
 
 
+def test_sampling_never_accepts_padding():
+    """Past a candidate's own tokens (``lengths``) its row is padding: no draft, even when it is the
+    model's all but certain token; the bonus is sampled after the last own token."""
+    logits = torch.full((4, 5), -30.0)
+    logits[:, 2] = 30.0  # token 2 everywhere, with probability ~1
+    verifier = SamplingVerifier(temperature=1.0, generator=torch.Generator().manual_seed(0))
+    out = verifier.verify(logits, Candidates(torch.tensor([[2, 2, 2]]), rows=((1, 2, 3),), lengths=(2,)))
+    assert out.tokens == [2, 2, 2] and out.matched == 2 and out.candidate_index == 0
+
+
 # ---------------------------------------------------------------- end to end on a tiny model
 
 SMALL_VOCAB = 12

@@ -63,6 +63,15 @@ def test_trie_layout_matches_the_chains_it_merges(candidates, levels, window):
             assert seen_tree == seen_chain
 
 
+def test_a_candidates_padding_gets_no_node():
+    """Padding past a candidate's own tokens is never accepted: it maps to its last own node, unfed."""
+    trie = build_trie([[1, 2, 2, 2], [1, 3, 4, 4]], lengths=[2, 3])
+    assert trie.tokens == (1, 2, 3, 4) and trie.parents == (-1, 0, 0, 2)
+    assert trie.candidate_nodes == ((0, 1, 1, 1), (0, 2, 3, 3))
+    with pytest.raises(ValueError, match="no token"):
+        build_trie([[1, 1]], lengths=[0])
+
+
 def test_padding_adds_fillers_below_the_root():
     trie = pad_trie(build_trie([[1, 2], [1, 3]]), 5, filler=9)
     assert trie.tokens == (1, 2, 3, 9, 9) and trie.parents == (-1, 0, 0, -1, -1)
@@ -115,7 +124,7 @@ def test_batched_tries_of_different_sizes_decode_exactly(tiny_models):
 )
 def test_trie_sizes_price_what_a_step_would_feed(candidates, max_guess, max_length):
     """What the auto planner prices for (g, l): the nodes of the trie of the first g candidates cut or
-    padded to l tokens, as the step would build it."""
+    padded to l tokens, as the step would build it (their padding unfed)."""
     from lade.trie import trie_sizes
     from lade.types import pad_candidate
 
@@ -123,4 +132,5 @@ def test_trie_sizes_price_what_a_step_would_feed(candidates, max_guess, max_leng
     for g in range(max_guess + 1):
         for length in range(1, max_length + 1):
             chosen = [pad_candidate(tuple(c), length) for c in candidates[:g]]
-            assert sizes[g][length] == build_trie(chosen).size
+            own = [min(len(c), length) for c in candidates[:g]]
+            assert sizes[g][length] == build_trie(chosen, own).size

@@ -44,3 +44,13 @@ def test_ties_go_to_the_first_candidate():
     candidates = Candidates(torch.tensor([[3, 1], [3, 2]]))
     out = GreedyVerifier().verify(logits_for([3, 8, 8, 9, 9]), candidates)
     assert out.candidate_index == 0 and out.tokens == [3, 8]
+
+
+def test_padding_is_never_accepted():
+    """A candidate's padding (past ``lengths``) is no draft, even where the model predicts it."""
+    logits = logits_for([3, 3, 3, 3])  # the model continues 3, 3, 3, ...
+    out = GreedyVerifier().verify(logits, Candidates(torch.tensor([[3, 3, 3]]), lengths=(1,)))
+    assert out.tokens == [3, 3] and out.matched == 1  # its one own token and the bonus
+    two = Candidates(torch.tensor([[3, 3, 3], [3, 3, 3]]), lengths=(1, 2))
+    out = GreedyVerifier().verify(logits_for([3] * 7), two)
+    assert out.tokens == [3, 3, 3] and out.candidate_index == 1
