@@ -46,7 +46,7 @@ def test_candidates_are_the_draft_trees_paths_in_rank_order():
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_token_recycling_decodes_exactly(tiny_models, arch):
     model = tiny_models(arch, "sdpa")
-    ids = prompt("repetitive", 3, length=24)
+    ids = prompt("repetitive", 1, length=24)
     decoder = LookaheadDecoder(
         model, 1, 2, 8, proposer=AutoregressiveProposer(ngram=2), pool=TokenRecyclingPool(2)
     )
@@ -71,3 +71,51 @@ def test_token_recycling_batches_share_one_table(tiny_models):
         )
         result = decoder.generate(ids, attention_mask=mask, max_new_tokens=32, eos_token_id=[])
         assert torch.equal(result.sequences, hf_batched(model, ids, mask, 32)), shared
+
+
+def test_the_likeliest_tree_follows_the_measured_rank_chances():
+    pool = TokenRecyclingPool(2, nodes=3, depth=3, top_k=2)
+    pool._table = {0: (1, 2), 1: (3, 4), 2: (5, 6), 3: (7, 8), 4: (9, 10)}
+    logits = torch.zeros(1, 11)
+    logits[0, 3] = 1.0  # after token 1 the model now ranks 3 first: its old row's rank 0
+    for _ in range(600):  # every rebuild sees rank 0 taken each time
+        pool.observe_logits([1], logits)
+    assert pool.rank_acceptance()[0] > 0.9
+    # three nodes, rank 0 all but always right: one chain along the top-ranked tokens
+    assert pool.candidates([0], 8) == [(1, 3, 7)]
+
+
+def test_the_likeliest_tree_checks_its_arguments():
+    for bad in ({"nodes": 0}, {"nodes": 4, "depth": 0}, {"nodes": 4, "top_k": 0}):
+        with pytest.raises(ValueError):
+            TokenRecyclingPool(2, **bad)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_token_recycling_with_the_likeliest_tree_decodes_exactly(tiny_models, arch):
+    model = tiny_models(arch, "sdpa")
+    ids = prompt("repetitive", 5, length=24)
+    pool = TokenRecyclingPool(2, nodes=12, depth=6)
+    decoder = LookaheadDecoder(model, 1, 2, 12, proposer=AutoregressiveProposer(ngram=2), pool=pool)
+    for _ in range(2):  # the second call starts from the first's table and rank counts
+        result = decoder.generate(ids, max_new_tokens=48, eos_token_id=[])
+        assert torch.equal(result.sequences, hf_greedy(model, ids, 48))
+    assert result.metrics.steps < 48 and pool.ranks.seen > 0
+    assert max(result.metrics.step_sizes) <= 1 + 12  # the root and the tree's nodes: leaves unpadded
+
+
+def test_token_recycling_trees_accept_what_chains_accept(tiny_models):
+    """Leaves of different depths: chains feed their padding, tries do not, neither accepts it."""
+    model = tiny_models("llama", "sdpa")
+    ids = prompt("repetitive", 6, length=24)
+    metrics = {}
+    for tree in (True, False):
+        pool = TokenRecyclingPool(2, nodes=12, depth=6)
+        decoder = LookaheadDecoder(
+            model, 1, 2, 12, proposer=AutoregressiveProposer(ngram=2), pool=pool, token_tree=tree
+        )
+        result = decoder.generate(ids, max_new_tokens=48, eos_token_id=[])
+        assert torch.equal(result.sequences, hf_greedy(model, ids, 48))
+        metrics[tree] = result.metrics
+    assert metrics[True].tokens_per_step == metrics[False].tokens_per_step
+    assert sum(metrics[True].step_sizes) < sum(metrics[False].step_sizes)
