@@ -13,12 +13,15 @@ Methods (``--methods``; fixed ones at Jacobi W=7 N=5 G=7's budget of about 38 to
 ``hf_greedy`` (the reference), ``hf_prompt_lookup`` (K = 10, HF's default), ``hf_prompt_lookup_k{K}``,
 ``hf_prompt_lookup_tuned`` (per dataset, the K with the highest speedup in ``--tuned-lookup``'s dev
 summary), ``jacobi`` (W=7 N=5 G=7, candidates as a token trie), ``token_recycling`` (the CPU draft tree,
-16 paths of up to 5 tokens), ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens),
-``combined`` (W=7 N=5 G=7 over the n-gram pool, the suffix tree and Token Recycling's table, their
-candidates in turn), ``auto`` (the default decoder) and ``auto_combined`` (auto choosing the source
-step by step, ``pools.CombinedPool``). Every prompt's rows are appended to ``records.csv`` under
-``--out`` as soon as they are measured (a rerun resumes); ``summary.csv`` and ``summary.md`` are
-rendered from all the records there (``lade.suite_report``).
+16 paths of up to 5 tokens), ``token_recycling_likeliest`` (the 48 likeliest nodes by measured rank
+chances, up to 8 deep: the size that feeds about Jacobi's budget on development prompts,
+``experiments/results/token_recycling/shapes.md``; ``token_recycling_likeliest{M}``: M nodes),
+``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
+n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
+default decoder) and ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``).
+Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
+rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
+(``lade.suite_report``).
 """
 
 from __future__ import annotations
@@ -89,6 +92,12 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         "auto": lambda: LookaheadDecoder(model),
         "auto_combined": lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True)),
     }
+    if name.startswith("token_recycling_likeliest"):
+        nodes = int(name.removeprefix("token_recycling_likeliest") or 48)
+        pool = TokenRecyclingPool(2, nodes=nodes)  # G = M: a tree of M nodes has at most M leaves
+        decoders[name] = lambda: LookaheadDecoder(
+            model, 1, 2, nodes, proposer=AutoregressiveProposer(2), pool=pool
+        )
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)

@@ -172,12 +172,37 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     expected_k = 10 if best == "hf_prompt_lookup" else 2
     assert tuned_lookup_ks(pd.read_csv(tmp_path / "dev" / "summary.csv")) == {"synthetic": expected_k}
     methods = (
-        "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,suffix_tree,combined,auto,auto_combined"
+        "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,token_recycling_likeliest12,suffix_tree,"
+        "combined,auto,auto_combined"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
     test = draft_ablation.main([*quick, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
-    assert len(test) == 8 and (test.identical == 2).all()
+    assert len(test) == 9 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
         draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
+
+
+def test_the_token_recycling_shapes_run_reports_each_shape(tmp_path):
+    import token_recycling_shapes
+
+    table = token_recycling_shapes.main(
+        [
+            "--model",
+            "tiny-random-llama",
+            "--datasets",
+            "synthetic",
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "12",
+            "--methods",
+            "jacobi,uniform,likeliest8",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert list(table.method) == ["jacobi", "uniform", "likeliest8"] and (table.identical == 2).all()
+    assert table.rank_acceptance.isna().tolist() == [True, False, False]  # Token Recycling's counts only
+    assert "likeliest8" in (tmp_path / "shapes.md").read_text()
