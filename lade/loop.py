@@ -115,7 +115,7 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
                 branch.candidates[i],
             )
             if row.pool.reads_logits:  # e.g. Token Recycling: what the model predicted after each token
-                tokens, rows = branch.candidates[i].prefix_rows()
+                tokens, rows = branch.prefixes(i)
                 read_rows = torch.tensor([0, *rows], device=logits.device)
                 row.pool.observe_logits([lasts[i], *tokens], logits[i].index_select(0, read_rows))
             keep.append([0] if row.finished else rows_kept)  # a finished row leaves: keep anything

@@ -36,6 +36,15 @@ class VerificationBranch:
     verified: list[int]
     tries: list[TokenTrie] | None = None
 
+    def prefixes(self, b: int) -> tuple[list[int], list[int]]:
+        """Row b's distinct own candidate prefixes: the last token of each and the logits row after
+        it, in order of first appearance (padding left out). A trie's nodes are exactly those, in that
+        order; chains repeat shared prefixes and feed padding (``Candidates.prefix_rows``)."""
+        if self.tries is None:
+            return self.candidates[b].prefix_rows()
+        nodes = self.verified[b] - 1
+        return self.tokens[b, :nodes].tolist(), list(range(1, nodes + 1))
+
 
 def verification_branch(
     lasts: list[int],

@@ -79,12 +79,11 @@ class TokenRecyclingPool(NGramPool):
             self.top_k = len(RANK_PRIOR) if top_k is None else top_k
             if isinstance(top_k, bool) or self.top_k < 1:
                 raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
-            likeliest_tree(nodes, [1.0], depth)  # checks nodes and depth
             self.span = depth
         self.ranks = RankAcceptance((RANK_PRIOR + (0.0,) * self.top_k)[: self.top_k])
         self._table: dict[int, tuple[int, ...]] = {}
         self._built_at = -1
-        self._shape()
+        self._shape()  # builds the likeliest tree, which checks nodes and depth
 
     def add(self, ngrams: Sequence[Sequence[int]]) -> None:
         return None

@@ -151,22 +151,16 @@ def test_a_wrong_token_is_counted_as_neither_identical_nor_near_tie(methods, tmp
     assert not row.identical and not row.near_tie and row.margin > 0.0
 
 
+# a tiny model, the synthetic prompts, 2 of them, 12 tokens: the experiment scripts' quick run
+QUICK = ["--model", "tiny-random-llama", "--datasets", "synthetic", "--limit", "2", "--max-new-tokens", "12"]
+
+
 def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_path):
     import draft_ablation
 
-    quick = [
-        "--model",
-        "tiny-random-llama",
-        "--datasets",
-        "synthetic",
-        "--limit",
-        "2",
-        "--max-new-tokens",
-        "12",
-    ]
     dev_methods = "hf_greedy,hf_prompt_lookup_k2,hf_prompt_lookup"
     dev = draft_ablation.main(
-        [*quick, "--methods", dev_methods, "--split", "dev", "--out", str(tmp_path / "dev")]
+        [*QUICK, "--methods", dev_methods, "--split", "dev", "--out", str(tmp_path / "dev")]
     )
     best = dev[dev.method.str.startswith("hf_prompt")].sort_values("speedup").method.iloc[-1]
     expected_k = 10 if best == "hf_prompt_lookup" else 2
@@ -176,7 +170,7 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
         "combined,auto,auto_combined"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
-    test = draft_ablation.main([*quick, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
+    test = draft_ablation.main([*QUICK, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
     assert len(test) == 9 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
@@ -187,22 +181,8 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
 def test_the_token_recycling_shapes_run_reports_each_shape(tmp_path):
     import token_recycling_shapes
 
-    table = token_recycling_shapes.main(
-        [
-            "--model",
-            "tiny-random-llama",
-            "--datasets",
-            "synthetic",
-            "--limit",
-            "2",
-            "--max-new-tokens",
-            "12",
-            "--methods",
-            "jacobi,uniform,likeliest8",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    methods = ["--methods", "jacobi,uniform,likeliest8", "--out", str(tmp_path)]
+    table = token_recycling_shapes.main([*QUICK, *methods])
     assert list(table.method) == ["jacobi", "uniform", "likeliest8"] and (table.identical == 2).all()
     assert table.rank_acceptance.isna().tolist() == [True, False, False]  # Token Recycling's counts only
     assert "likeliest8" in (tmp_path / "shapes.md").read_text()
