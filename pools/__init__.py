@@ -1,5 +1,8 @@
 """N-gram pools and their eviction policies."""
 
+# lade's modules build on these pools, and the pools on lade's interfaces: importing lade first lets
+# `import pools` (or `from pools.x import ...`) come before `import lade` in a fresh interpreter.
+import lade  # noqa: F401  (isort: keep it first)
 from pools.bucket import BucketedNGramPool
 from pools.combined import CombinedPool
 from pools.eviction import FIFOEviction, LFUEviction, LRUEviction, NoEviction, RandomEviction

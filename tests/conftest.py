@@ -9,6 +9,9 @@ import lade
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one torch thread per worker, one worker per core
     torch.set_num_threads(1)
+    # The scripts, sweeps and notebook kernels the tests start inherit it: at torch's default (a
+    # thread per core) each ran beside the other worker on more threads than cores, up to 4x slower.
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def pytest_addoption(parser):

@@ -18,6 +18,25 @@ def chance(path, acceptance):
     return math.prod(acceptance[rank] for rank in path)
 
 
+def prefix_closed_sets(every_node, size):
+    """Every set of ``size`` nodes that holds each node's parent (brute force: each node in or out,
+    shallower nodes decided first, a node only in when its parent is)."""
+    order = sorted(every_node, key=len)
+
+    def grow(index, chosen):
+        if len(chosen) == size:
+            yield frozenset(chosen)
+            return
+        if index == len(order):
+            return
+        path = order[index]
+        if len(path) == 1 or path[:-1] in chosen:
+            yield from grow(index + 1, chosen | {path})
+        yield from grow(index + 1, chosen)
+
+    return grow(0, frozenset())
+
+
 def test_uniform_tree_lists_its_leaves_in_rank_order():
     assert uniform_tree((2, 1, 2)) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1)]
     assert len(nodes_of(uniform_tree((4, 2, 2, 1, 1)))) == 60
@@ -30,11 +49,8 @@ def test_uniform_tree_lists_its_leaves_in_rank_order():
 def test_likeliest_tree_beats_every_other_tree_of_its_size(acceptance, size):
     depth = 3
     every_node = [p for d in range(1, depth + 1) for p in itertools.product(range(len(acceptance)), repeat=d)]
-    best = 0.0
-    for subset in itertools.combinations(every_node, size):  # brute force over prefix-closed sets
-        chosen = set(subset)
-        if all(path[:-1] in chosen or len(path) == 1 for path in chosen):
-            best = max(best, sum(chance(path, acceptance) for path in chosen))
+    trees = prefix_closed_sets(every_node, size)
+    best = max(sum(chance(path, acceptance) for path in tree) for tree in trees)
     leaves = likeliest_tree(size, acceptance, depth)
     tree = nodes_of(leaves)
     assert len(tree) == size

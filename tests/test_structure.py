@@ -2,6 +2,8 @@
 no class over 250, and ``LookaheadDecoder`` under 200."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,14 @@ def test_modules_and_classes_stay_small(path):
 
 def test_the_decoder_is_thin():
     assert classes(ROOT / "lade" / "decoding.py")["LookaheadDecoder"] < 200
+
+
+@pytest.mark.parametrize("package", ["pools", "strategies"])
+def test_each_package_imports_first_in_a_fresh_interpreter(package):
+    # lade builds on pools and strategies, and they on lade's interfaces: a cycle that only one
+    # import order used to survive (`import pools` before `import lade` raised ImportError).
+    # Any `from pools.x import ...` runs the package's __init__ first, so the package stands for them all.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {package}"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
