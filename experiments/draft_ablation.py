@@ -18,7 +18,8 @@ chances, up to 8 deep: the size that feeds about Jacobi's budget on development 
 ``experiments/results/token_recycling/shapes.md``; ``token_recycling_likeliest{M}``: M nodes),
 ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
-default decoder) and ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``).
+default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``) and
+``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16).
 Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
 rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
 (``lade.suite_report``).
@@ -58,14 +59,15 @@ PAPER_VALUES = (
 )
 
 
-def every_source(ngram: int, guess: int, auto: bool) -> CombinedPool:
+def every_source(ngram: int, guess: int, auto: bool, nodes: int | None = None) -> CombinedPool:
     """The n-gram pool the branch fills, a suffix tree and Token Recycling's table: auto's (longer
-    candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens."""
+    candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens.
+    ``nodes``: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree."""
     return CombinedPool(
         {
             "lookahead": default_pool(ngram, guess, auto=auto, span=10 if auto else None),
             "suffix_tree": SuffixTreePool(ngram, span=10 if auto else None),
-            "token_recycling": TokenRecyclingPool(ngram),
+            "token_recycling": TokenRecyclingPool(ngram, nodes=nodes),
         }
     )
 
@@ -98,6 +100,9 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         decoders[name] = lambda: LookaheadDecoder(
             model, 1, 2, nodes, proposer=AutoregressiveProposer(2), pool=pool
         )
+    if name.startswith("auto_combined_likeliest"):
+        nodes = int(name.removeprefix("auto_combined_likeliest") or 16)
+        decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, nodes=nodes))
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)

@@ -167,11 +167,11 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     assert tuned_lookup_ks(pd.read_csv(tmp_path / "dev" / "summary.csv")) == {"synthetic": expected_k}
     methods = (
         "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,token_recycling_likeliest12,suffix_tree,"
-        "combined,auto,auto_combined"
+        "combined,auto,auto_combined,auto_combined_likeliest8"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
     test = draft_ablation.main([*QUICK, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
-    assert len(test) == 9 and (test.identical == 2).all()
+    assert len(test) == 10 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
