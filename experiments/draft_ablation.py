@@ -18,8 +18,10 @@ chances, up to 8 deep: the size that feeds about Jacobi's budget on development 
 ``experiments/results/token_recycling/shapes.md``; ``token_recycling_likeliest{M}``: M nodes),
 ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
-default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``) and
-``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16).
+default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``),
+``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16)
+and ``auto_only_{source}`` (the same planner with one of its sources alone: ``lookahead``,
+``suffix_tree``, ``token_recycling``; the combination's target is to match the best of them).
 Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
 rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
 (``lade.suite_report``).
@@ -59,17 +61,22 @@ PAPER_VALUES = (
 )
 
 
-def every_source(ngram: int, guess: int, auto: bool, nodes: int | None = None) -> CombinedPool:
+def every_source(
+    ngram: int, guess: int, auto: bool, nodes: int | None = None, only: str | None = None
+) -> CombinedPool:
     """The n-gram pool the branch fills, a suffix tree and Token Recycling's table: auto's (longer
     candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens.
-    ``nodes``: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree."""
-    return CombinedPool(
-        {
-            "lookahead": default_pool(ngram, guess, auto=auto, span=10 if auto else None),
-            "suffix_tree": SuffixTreePool(ngram, span=10 if auto else None),
-            "token_recycling": TokenRecyclingPool(ngram, nodes=nodes),
-        }
-    )
+    ``nodes``: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree.
+    ``only``: just that source (``lookahead``, ``suffix_tree`` or ``token_recycling``), planned the same
+    way, so a combination is compared with each of its own sources alone."""
+    sources = {
+        "lookahead": lambda: default_pool(ngram, guess, auto=auto, span=10 if auto else None),
+        "suffix_tree": lambda: SuffixTreePool(ngram, span=10 if auto else None),
+        "token_recycling": lambda: TokenRecyclingPool(ngram, nodes=nodes),
+    }
+    if only is not None and only not in sources:
+        raise ValueError(f"unknown draft source {only!r}; one of {sorted(sources)}")
+    return CombinedPool({name: make() for name, make in sources.items() if only in (None, name)})
 
 
 def build(name: str, model, options: dict, lookup_k: int | None):
@@ -92,7 +99,6 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         ),
         "combined": lambda: LookaheadDecoder(model, 7, 5, 7, pool=every_source(5, 7, auto=False)),
         "auto": lambda: LookaheadDecoder(model),
-        "auto_combined": lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True)),
     }
     if name.startswith("token_recycling_likeliest"):
         nodes = int(name.removeprefix("token_recycling_likeliest") or 48)
@@ -100,9 +106,13 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         decoders[name] = lambda: LookaheadDecoder(
             model, 1, 2, nodes, proposer=AutoregressiveProposer(2), pool=pool
         )
-    if name.startswith("auto_combined_likeliest"):
-        nodes = int(name.removeprefix("auto_combined_likeliest") or 16)
+    if name.startswith("auto_combined"):  # auto_combined, auto_combined_likeliest{M}
+        likeliest = name.removeprefix("auto_combined").removeprefix("_likeliest")
+        nodes = None if name == "auto_combined" else int(likeliest or 16)
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, nodes=nodes))
+    if name.startswith("auto_only_"):
+        only = name.removeprefix("auto_only_")
+        decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)

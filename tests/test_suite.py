@@ -167,15 +167,18 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     assert tuned_lookup_ks(pd.read_csv(tmp_path / "dev" / "summary.csv")) == {"synthetic": expected_k}
     methods = (
         "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,token_recycling_likeliest12,suffix_tree,"
-        "combined,auto,auto_combined,auto_combined_likeliest8"
+        "combined,auto,auto_combined,auto_combined_likeliest8,auto_only_suffix_tree,auto_only_token_recycling"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
     test = draft_ablation.main([*QUICK, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
-    assert len(test) == 10 and (test.identical == 2).all()
+    assert len(test) == 12 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
         draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
+    with pytest.raises(ValueError, match="unknown draft source 'ngram'"):
+        draft_ablation.every_source(6, 7, auto=True, only="ngram")
+    assert list(draft_ablation.every_source(6, 7, auto=True, only="suffix_tree").names) == ["suffix_tree"]
 
 
 def test_the_token_recycling_shapes_run_reports_each_shape(tmp_path):
