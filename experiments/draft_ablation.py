@@ -106,9 +106,8 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         decoders[name] = lambda: LookaheadDecoder(
             model, 1, 2, nodes, proposer=AutoregressiveProposer(2), pool=pool
         )
-    if name.startswith("auto_combined"):  # auto_combined, auto_combined_likeliest{M}
-        likeliest = name.removeprefix("auto_combined").removeprefix("_likeliest")
-        nodes = None if name == "auto_combined" else int(likeliest or 16)
+    if name == "auto_combined" or name.startswith("auto_combined_likeliest"):
+        nodes = None if name == "auto_combined" else int(name.removeprefix("auto_combined_likeliest") or 16)
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, nodes=nodes))
     if name.startswith("auto_only_"):
         only = name.removeprefix("auto_only_")

@@ -176,6 +176,8 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
         draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
+    with pytest.raises(ValueError, match="unknown method 'auto_combined_x'"):
+        draft_ablation.build("auto_combined_x", None, {}, None)
     with pytest.raises(ValueError, match="unknown draft source 'ngram'"):
         draft_ablation.every_source(6, 7, auto=True, only="ngram")
     assert list(draft_ablation.every_source(6, 7, auto=True, only="suffix_tree").names) == ["suffix_tree"]
