@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from lade.machine import mkl_mode
+
 # Step sizes measured: dense where CPU kernels change strategy (1-8), sparser beyond.
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
 CALIBRATION_FORMAT = 2  # 2: curves at two contexts
@@ -200,7 +202,8 @@ def shape_drift(curve: LatencyModel, now: LatencyModel, sizes: Sequence[int]) ->
 
 def calibration_key(model) -> str:
     """What the latency curve depends on: the architecture and sizes (the config, not the weights),
-    dtype, device, attention kernel, CPU threads and the torch version."""
+    dtype, device, attention kernel, CPU threads, MKL's code-path setting (``lade.machine.mkl_mode``:
+    it changes what multi-token steps cost) and the torch version."""
     config = model.config.to_json_string(use_diff=False)
     device = model.get_input_embeddings().weight.device
     parts = [
@@ -212,6 +215,8 @@ def calibration_key(model) -> str:
         str(torch.get_num_threads()),
         torch.__version__,
     ]
+    if device.type == "cpu" and mkl_mode() is not None:  # unset: the key stays what it always was
+        parts.append(f"MKL_CBWR={mkl_mode()}")
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     name = Path(str(getattr(model.config, "name_or_path", "") or model.config.model_type)).name or "model"
     return f"{name}-{str(model.dtype).removeprefix('torch.')}-{device.type}-{digest}"

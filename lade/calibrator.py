@@ -47,12 +47,16 @@ from lade.calibration import (
 )
 from lade.cpu_competition import CpuCompetition
 from lade.executor import MaskBuffers, StepExecutor
+from lade.machine import MKL_MODE_VARIABLE, mkl_mode
 from lade.slots import KeySlots
 
 log = logging.getLogger(__name__)
 CACHE_TOLERANCE = 0.25  # a cached curve whose relative step costs are this far off is measured again
 PROBE_SIZES = (1, 2, 16)  # the step sizes timed to check a cached curve
 COMPETING_CORES = 0.5  # other work busier than this during a measurement is warned about
+# a 2-token float32 step this much dearer than a 1-token one, with MKL in its default mode, is the
+# slow small-matrix dispatch ``lade.machine`` describes (about 1.7x where it was seen, 1.0x without it)
+SLOW_TWO_TOKEN_STEP = 1.4
 
 
 def _competed(cores: float | None, limit: float = COMPETING_CORES) -> bool:
@@ -71,6 +75,27 @@ def warn_if_competed(cores: float | None, path: Path, limit: float = COMPETING_C
         "(decoder.calibrate(refresh=True), or delete %s)",
         cores,
         path,
+    )
+    return True
+
+
+def hint_if_mkl_dispatch_slow(curve: LatencyModel, model) -> bool:
+    """Log a hint (and return True) when ``curve`` (one row) prices a 2-token step at
+    ``SLOW_TWO_TOKEN_STEP`` or more times a 1-token one for a float32 ``model`` on a CPU whose MKL runs
+    in its default mode: there, setting ``MKL_CBWR=AUTO`` before Python starts made multi-token steps
+    about as cheap as one token (``lade.machine``), which every speculative method needs."""
+    on_cpu = model.get_input_embeddings().weight.device.type == "cpu"
+    if not (on_cpu and model.dtype == torch.float32 and torch.backends.mkl.is_available()):
+        return False
+    if mkl_mode() is not None or 2 not in curve.sizes or curve.relative(2) < SLOW_TWO_TOKEN_STEP:
+        return False
+    log.warning(
+        "lookahead auto: a 2-token step costs %.2fx a 1-token step on this CPU, so drafts rarely pay. "
+        "MKL's default dispatch of small float32 matrix products can cause this: try starting Python "
+        "with %s=AUTO in the environment (it cannot be changed once torch has loaded), then "
+        "decoder.calibrate(refresh=True)",
+        curve.relative(2),
+        MKL_MODE_VARIABLE,
     )
     return True
 
@@ -153,6 +178,8 @@ class Calibrator:
             with self.competition() as competition:
                 cached = self._measure(sizes, repeats, rows=rows)
             warn_if_competed(competition.cores, path)
+            if rows == 1:
+                hint_if_mkl_dispatch_slow(cached, self.executor.model)
             store(path, cached, key)
         if rows == 1:
             self.latency = cached

@@ -1,18 +1,38 @@
 """What machine a benchmark ran on, written next to its figures: the CPU model, the threads torch
-uses and the vector extensions that decide float32 and bfloat16 speed (AVX2, AVX-512, native bf16)."""
+uses, the vector extensions that decide float32 and bfloat16 speed (AVX2, AVX-512, native bf16) and
+MKL's code-path setting, which decides what a multi-token float32 forward costs.
+
+MKL (torch's CPU BLAS) reads ``MKL_CBWR`` once, when it starts. On this project's AMD EPYC machines
+(MKL 2024.2, torch 2.13) float32 matrix products of 2-16 rows ran about twice as slow as one row with
+the variable unset, and about as fast as one row with ``MKL_CBWR=AUTO``
+(``experiments/results/blas_mode``): a cost every speculative step pays and a plain step does not. The
+library never sets it (a process-wide switch is the user's to make); it records it beside every
+measurement and keys latency curves by it.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
 
 SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+MKL_MODE_VARIABLE = "MKL_CBWR"
+
+
+def mkl_mode() -> str | None:
+    """MKL's code-path setting (``MKL_CBWR``, e.g. ``"AUTO"``) when torch runs on MKL and it is set in
+    this process's environment, else None (MKL's default dispatch)."""
+    if not torch.backends.mkl.is_available():
+        return None
+    return os.environ.get(MKL_MODE_VARIABLE) or None
 
 
 def cpu_description() -> str:
     """``"AMD EPYC, 2 threads, avx2"``: CPU model, torch's thread count and the `SPEED_FLAGS` present
-    (Linux ``/proc/cpuinfo``; ``"unknown CPU, ..."`` elsewhere)."""
+    (Linux ``/proc/cpuinfo``; ``"unknown CPU, ..."`` elsewhere), then ``", MKL_CBWR=AUTO"`` when MKL
+    runs in a mode set by the environment (``mkl_mode``)."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -21,7 +41,9 @@ def cpu_description() -> str:
     name = next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "unknown CPU")
     flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
     wanted = [f for f in SPEED_FLAGS if f in flags]
-    return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}"
+    mode = mkl_mode()
+    blas = f", {MKL_MODE_VARIABLE}={mode}" if mode else ""
+    return f"{name}, {torch.get_num_threads()} threads, {' '.join(wanted) or 'no AVX2'}{blas}"
 
 
 def has_native_bf16(machine: str | None = None) -> bool:

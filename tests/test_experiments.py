@@ -267,3 +267,19 @@ def test_markdown_table_formats_and_missing_values():
         "| a | 1.23 |",
         "| b | - |",
     ]
+
+
+def test_blas_mode_measures_each_mode_in_its_own_process(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "experiments/blas_mode.py", "--quick", "--out", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "blas_mode.csv")
+    assert set(table["mode"]) == {"default", "AUTO"} and set(table["size"]) == {1, 2}
+    assert (table["seconds"] > 0).all()
+    markdown = (tmp_path / "blas_mode.md").read_text()
+    assert "experiments/blas_mode.py --quick" in markdown
+    assert "| tiny-random-llama | float32 | AUTO |" in markdown
