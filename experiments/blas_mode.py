@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from lade.figures import git_commit
 from lade.machine import MKL_MODE_VARIABLE, cpu_description
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,12 +69,11 @@ def report(frame: pd.DataFrame, command: str) -> str:
     one = frame[frame["size"] == 1][[*keys, "seconds"]].rename(columns={"seconds": "one"})
     frame = frame.merge(one, on=keys).assign(relative=lambda f: f["seconds"] / f["one"])
     sizes = sorted(frame["size"].unique())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     rounds = frame["round"].nunique()
     lines = [
         "# Forward latency by MKL mode",
         "",
-        f"Regenerate: `{command}` (commit {commit.stdout.strip()}, torch {torch.__version__}). One forward "
+        f"Regenerate: `{command}` (commit {git_commit()}, torch {torch.__version__}). One forward "
         f"over S new tokens after a {CONTEXT}-token cache; per mode, {rounds} fresh processes alternating "
         f"with the other mode's; medians over them. CPU: {cpu_description()} "
         f"(without `{MKL_MODE_VARIABLE}`).",
@@ -82,9 +82,9 @@ def report(frame: pd.DataFrame, command: str) -> str:
         "|---|---|---|---|" + "---|" * (len(sizes) - 1),
     ]
     for (model, dtype, mode), part in frame.groupby(["model", "dtype", "mode"], sort=False):
-        by_size = part.groupby("size")
-        cells = [f"{by_size.seconds.median()[1] * 1000:.1f} ms"]
-        cells += [f"{by_size.relative.median()[s]:.2f}x" for s in sizes[1:]]
+        medians = part.groupby("size")[["seconds", "relative"]].median()
+        cells = [f"{medians.seconds[1] * 1000:.1f} ms"]
+        cells += [f"{medians.relative[s]:.2f}x" for s in sizes[1:]]
         lines.append(f"| {model} | {dtype} | {mode} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

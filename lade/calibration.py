@@ -215,8 +215,9 @@ def calibration_key(model) -> str:
         str(torch.get_num_threads()),
         torch.__version__,
     ]
-    if device.type == "cpu" and mkl_mode() is not None:  # unset: the key stays what it always was
-        parts.append(f"MKL_CBWR={mkl_mode()}")
+    mode = mkl_mode() if device.type == "cpu" else None
+    if mode is not None:  # unset: the key stays what it always was
+        parts.append(f"MKL_CBWR={mode}")
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     name = Path(str(getattr(model.config, "name_or_path", "") or model.config.model_type)).name or "model"
     return f"{name}-{str(model.dtype).removeprefix('torch.')}-{device.type}-{digest}"

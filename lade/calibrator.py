@@ -55,7 +55,7 @@ CACHE_TOLERANCE = 0.25  # a cached curve whose relative step costs are this far 
 PROBE_SIZES = (1, 2, 16)  # the step sizes timed to check a cached curve
 COMPETING_CORES = 0.5  # other work busier than this during a measurement is warned about
 # a 2-token float32 step this much dearer than a 1-token one, with MKL in its default mode, is the
-# slow small-matrix dispatch ``lade.machine`` describes (about 1.7x where it was seen, 1.0x without it)
+# slow small-matrix dispatch ``lade.machine`` describes (1.5-1.7x where seen; 1.0-1.15x with MKL_CBWR=AUTO)
 SLOW_TWO_TOKEN_STEP = 1.4
 
 

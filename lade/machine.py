@@ -3,8 +3,8 @@ uses, the vector extensions that decide float32 and bfloat16 speed (AVX2, AVX-51
 MKL's code-path setting, which decides what a multi-token float32 forward costs.
 
 MKL (torch's CPU BLAS) reads ``MKL_CBWR`` once, when it starts. On this project's AMD EPYC machines
-(MKL 2024.2, torch 2.13) float32 matrix products of 2-16 rows ran about twice as slow as one row with
-the variable unset, and about as fast as one row with ``MKL_CBWR=AUTO``
+(MKL 2024.2, torch 2.13) a SmolLM2 float32 forward of 2-16 tokens cost 1.5-2x one token with the
+variable unset and 1.1-1.4x with ``MKL_CBWR=AUTO``, one token the same in both
 (``experiments/results/blas_mode``): a cost every speculative step pays and a plain step does not. The
 library never sets it (a process-wide switch is the user's to make); it records it beside every
 measurement and keys latency curves by it.
