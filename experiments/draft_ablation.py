@@ -19,9 +19,11 @@ chances, up to 8 deep: the size that feeds about Jacobi's budget on development 
 ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
 default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``),
-``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16)
-and ``auto_only_{source}`` (the same planner with one of its sources alone: ``lookahead``,
-``suffix_tree``, ``token_recycling``; the combination's target is to match the best of them).
+``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16),
+``auto_combined_unmerged`` (the same without the sources' candidates taken together, so each step
+verifies one source's) and ``auto_only_{source}`` (the same planner with one of its sources alone:
+``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
+them).
 Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
 rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
 (``lade.suite_report``).
@@ -62,13 +64,19 @@ PAPER_VALUES = (
 
 
 def every_source(
-    ngram: int, guess: int, auto: bool, nodes: int | None = None, only: str | None = None
+    ngram: int,
+    guess: int,
+    auto: bool,
+    nodes: int | None = None,
+    only: str | None = None,
+    merged: bool = True,
 ) -> CombinedPool:
     """The n-gram pool the branch fills, a suffix tree and Token Recycling's table: auto's (longer
     candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens.
     ``nodes``: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree.
     ``only``: just that source (``lookahead``, ``suffix_tree`` or ``token_recycling``), planned the same
-    way, so a combination is compared with each of its own sources alone."""
+    way, so a combination is compared with each of its own sources alone. ``merged``: the planner may
+    also verify the sources' candidates together (``pools.combined.MergedSources``)."""
     sources = {
         "lookahead": lambda: default_pool(ngram, guess, auto=auto, span=10 if auto else None),
         "suffix_tree": lambda: SuffixTreePool(ngram, span=10 if auto else None),
@@ -76,7 +84,8 @@ def every_source(
     }
     if only is not None and only not in sources:
         raise ValueError(f"unknown draft source {only!r}; one of {sorted(sources)}")
-    return CombinedPool({name: make() for name, make in sources.items() if only in (None, name)})
+    chosen = {name: make() for name, make in sources.items() if only in (None, name)}
+    return CombinedPool(chosen, merged=merged)
 
 
 def build(name: str, model, options: dict, lookup_k: int | None):
@@ -109,6 +118,8 @@ def build(name: str, model, options: dict, lookup_k: int | None):
     if name == "auto_combined" or name.startswith("auto_combined_likeliest"):
         nodes = None if name == "auto_combined" else int(name.removeprefix("auto_combined_likeliest") or 16)
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, nodes=nodes))
+    if name == "auto_combined_unmerged":
+        decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, merged=False))
     if name.startswith("auto_only_"):
         only = name.removeprefix("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))

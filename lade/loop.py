@@ -31,7 +31,7 @@ from lade.slots import KeySlots
 from lade.timer import StageTimer
 from lade.trie import trie_sizes
 from lade.verification_branch import verification_branch
-from pools.combined import draft_sources
+from pools.combined import draft_names, draft_sources
 
 
 def decode(session: DecodingSession, executor: StepExecutor) -> None:
@@ -182,7 +182,7 @@ def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[Ste
     if len(plans) > 1:  # which source each step verified ("plain": none, and no branch)
         ran = plans[chosen]
         session.metrics.source_steps[
-            active[0].pool.names[chosen] if ran.guesses or ran.branch else "plain"
+            draft_names(active[0].pool)[chosen] if ran.guesses or ran.branch else "plain"
         ] += 1
     return plans[chosen], offers[chosen]
 

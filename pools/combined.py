@@ -7,6 +7,11 @@ auto planner reads every source's candidates (``offers``), keeps acceptance reco
 verifies the candidates of the source with the most predicted tokens per second
 (``lade.source_choice``). Without a planner (fixed G) a step verifies ``candidates``: the sources'
 candidates taken in turn, best first, without repeats.
+
+With ``merged`` (the default, for two sources or more) the planner is offered one more source,
+``MergedSources``: those same candidates taken together. Verified as one token trie, a step can then
+hold whichever source turns out right at that position, for the price of the trie's extra nodes; its
+counterfactual records say, like any source's, when that pays.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ class CombinedPool(NGramPool):
     ``persistent`` when any source is: the pool is then used itself by every call, and each source's
     own ``start`` decides what it keeps (a non-persistent source starts afresh, as when copied).
     ``span`` is the longest a source offers; ``key_length`` the longest context a source wants.
+    ``merged``: offer the planner the sources' candidates together as well (``MergedSources``).
     """
 
-    def __init__(self, sources: Mapping[str, NGramPool]):
+    def __init__(self, sources: Mapping[str, NGramPool], merged: bool = True):
         if not sources:
             raise ValueError("a combined pool needs at least one source")
         for name, source in sources.items():
@@ -43,6 +49,11 @@ class CombinedPool(NGramPool):
         self.key_length = max(source.key_length for source in self.sources.values())
         self.reads_logits = any(source.reads_logits for source in self.sources.values())
         self.persistent = any(getattr(source, "persistent", False) for source in self.sources.values())
+        self.merged = merged and len(self.sources) > 1
+        # the sources the auto planner chooses among, by name: each source, then all of them together
+        self.planned: dict[str, NGramPool] = dict(self.sources)
+        if self.merged:
+            self.planned[MERGED] = MergedSources(self)
 
     def offers(self, context: Sequence[int], limit: int) -> list[list[tuple[int, ...]]]:
         """Each source's candidates after ``context`` (at most ``limit`` each), in ``names`` order."""
@@ -104,6 +115,39 @@ class CombinedPool(NGramPool):
         return source.candidates(context[-source.key_length :], limit)
 
 
+MERGED = "merged"  # the name of the sources taken together, among a combined pool's planned sources
+
+
+class MergedSources(NGramPool):
+    """A combined pool's sources taken together, as one more draft source for the auto planner: its
+    candidates are ``CombinedPool.candidates`` (every source's first, then every second, ..., repeats
+    dropped). A view: what the loop tells a pool goes to the combined pool and its sources, so this
+    keeps nothing of its own. The branch is credited to the lookahead source's own planner, not to
+    this one (``fed_by_branch`` False), so one planner keeps the branch's state."""
+
+    fed_by_branch = False
+
+    def __init__(self, combined: CombinedPool):
+        self.combined = combined
+        self.key_length = combined.key_length
+        self.ngram = getattr(combined, "ngram", 2)
+
+    def candidates(self, context: Sequence[int], limit: int) -> list[tuple[int, ...]]:
+        return self.combined.candidates(context, limit)
+
+    def harvested(self, context: Sequence[int], continuations: Sequence[tuple[int, ...]]) -> list[bool]:
+        return self.combined.harvested(context, continuations)
+
+    def add(self, ngrams: Sequence[Sequence[int]]) -> None:
+        """Nothing: the combined pool's sources take the n-grams."""
+
+
 def draft_sources(pool: NGramPool) -> list[NGramPool]:
-    """The pools a planner keeps records for: a combined pool's sources, else the pool itself."""
-    return list(pool.sources.values()) if isinstance(pool, CombinedPool) else [pool]
+    """The pools a planner keeps records for: a combined pool's planned sources (its sources, and
+    them together when ``merged``), else the pool itself."""
+    return list(pool.planned.values()) if isinstance(pool, CombinedPool) else [pool]
+
+
+def draft_names(pool: NGramPool) -> list[str]:
+    """The names of ``draft_sources(pool)``, in their order (an ordinary pool's: its class name)."""
+    return list(pool.planned) if isinstance(pool, CombinedPool) else [type(pool).__name__]

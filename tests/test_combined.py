@@ -12,6 +12,7 @@ from lade.config import validate
 from lade.options import default_pool
 from lade.source_choice import SourceChooser
 from pools import CombinedPool, PromptLookupPool, SuffixTreePool, TokenRecyclingPool
+from pools.combined import draft_names, draft_sources
 from tests.conftest import ARCHITECTURES, hf_greedy, prompt
 from tests.test_batch import hf_batched, left_padded
 from tests.test_config import compose_config
@@ -43,6 +44,23 @@ def test_each_source_sees_what_the_loop_tells_a_pool():
     assert pool.candidates([1, 2], 2) == [(3, 4, 5), (7, 8)]
     pool.observe([1, 2, 3, 4, 5, 1, 2, 3], 1)  # the lookup source follows the committed text
     assert pool.offers([2, 3], 4)[0] == [(4, 5, 1)]
+
+
+def test_the_planner_is_offered_the_sources_together_as_one_more_source():
+    sources = {"lookup": PromptLookupPool(4, max_match=2), "recycled": TokenRecyclingPool(4, (2, 1))}
+    pool = CombinedPool(sources)
+    assert draft_names(pool) == ["lookup", "recycled", "merged"] and pool.names == ("lookup", "recycled")
+    merged = draft_sources(pool)[-1]
+    assert not merged.fed_by_branch and merged.key_length == pool.key_length == 2
+    pool.start([1, 2, 3, 4, 5, 1, 2])
+    pool.observe_logits([2], torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 2.0]]))
+    assert merged.candidates([1, 2], 4) == pool.candidates([1, 2], 4) == [(3, 4, 5), (7,), (9,)]
+    merged.add([[1, 2, 3, 4]])  # a view: the n-grams go to the sources through the combined pool
+    assert merged.candidates([1, 2], 4) == [(3, 4, 5), (7,), (9,)]
+    # not merged, or one source alone: just the sources
+    assert draft_names(CombinedPool(dict(sources), merged=False)) == ["lookup", "recycled"]
+    assert draft_names(CombinedPool({"lookup": PromptLookupPool(4)})) == ["lookup"]
+    assert draft_names(PromptLookupPool(4)) == ["PromptLookupPool"]
 
 
 def test_sources_must_agree_on_ngram_and_be_pools():
