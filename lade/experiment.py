@@ -224,6 +224,7 @@ def run_job(
                 }
             )
             planned = (m.planned_tokens, m.planned_s) if m.planned_tokens else ([math.nan] * m.steps,) * 2
+            sources = m.step_sources or [""] * m.steps  # auto over several draft sources only
             batch_steps += [
                 {
                     "prompt": prompt_index,
@@ -234,14 +235,16 @@ def run_job(
                     "fed": fed,  # tokens fed to the model (1: a plain step)
                     "planned_tokens": planned_tokens,  # auto: what the plan expected (batch), else NaN
                     "planned_seconds": planned_seconds,
+                    "source": source,  # the draft source the step verified (auto over several), else ""
                 }
-                for step, (tokens, seconds, n, fed, planned_tokens, planned_seconds) in enumerate(
+                for step, (tokens, seconds, n, fed, planned_tokens, planned_seconds, source) in enumerate(
                     zip(
                         m.tokens_per_step,
                         m.step_times_s,
                         m.candidate_counts,
                         m.step_sizes,
                         *planned,
+                        sources,
                         strict=True,
                     )
                 )

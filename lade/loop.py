@@ -64,11 +64,15 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         step_started = timer.now()
         recorded = _step_metrics(metrics, active)  # where this step's per-pass values go
         contexts = [row.committed[-key_length:] for row in active]
-        plan, offered = _plan(session, active, contexts, slots.length + 1)
+        plan, offered, source = _plan(session, active, contexts, slots.length + 1)
+        if source is not None:
+            metrics.source_steps[source] += 1
         if planner is not None:  # what the plan expects, beside what the step then commits and takes
             for step_metrics in recorded:
                 step_metrics.planned_tokens.append(plan.predicted_tokens)
                 step_metrics.planned_s.append(plan.predicted_seconds)
+                if source is not None:
+                    step_metrics.step_sources.append(source)
         guesses = [min(plan.guesses, len(continuations)) for continuations in offered]
         lasts = [row.committed[-1] for row in active]
         branch = verification_branch(lasts, offered, guesses, plan.length, options.token_tree, device)
@@ -146,18 +150,20 @@ def _step_metrics(metrics, active: list[SequenceState]) -> list:
     return [metrics, *(row.metrics for row in active if row.metrics is not metrics)]
 
 
-def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[StepPlan, list]:
-    """The step's plan and the candidates it verifies, per row. Without a planner (fixed W, N, G):
-    everything the pool offers, up to the most any row offers. With one (any of W, N, G auto): every
-    draft source's candidates (``pools.combined.draft_sources``) offered to its planner, each
-    planner's best plan (per-row records, one plan for the batch, paced by the rows with the most
-    tokens left: the batch ends when they do), and the plan of the highest predicted rate run
-    (``lade.source_choice``). ``context``: tokens in the cache once the step's root is fed."""
+def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[StepPlan, list, str | None]:
+    """The step's plan, the candidates it verifies, per row, and the name of the draft source they
+    come from when the planner chose among several (``"plain"``: none, and no branch; else None).
+    Without a planner (fixed W, N, G): everything the pool offers, up to the most any row offers.
+    With one (any of W, N, G auto): every draft source's candidates
+    (``pools.combined.draft_sources``) offered to its planner, each planner's best plan (per-row
+    records, one plan for the batch, paced by the rows with the most tokens left: the batch ends
+    when they do), and the plan of the highest predicted rate run (``lade.source_choice``).
+    ``context``: tokens in the cache once the step's root is fed."""
     planner, options = session.planner, session.options
     if planner is None:
         offered = [row.pool.candidates(c, options.guess) for row, c in zip(active, contexts, strict=True)]
         most = max(len(continuations) for continuations in offered)
-        return StepPlan(True, most, options.candidate_length, 0.0, 0.0, options.window), offered
+        return StepPlan(True, most, options.candidate_length, 0.0, 0.0, options.window), offered, None
     left = [session.settings.max_new_tokens - len(row.generated) for row in active]
     behind = [tokens == max(left) for tokens in left]
     plans, offers = [], []
@@ -179,12 +185,10 @@ def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[Ste
         plans.append(planner.choose(source, [len(c) for c in offered], confidences, context, behind, fed))
         offers.append(offered)
     chosen = planner.adopt(plans)
-    if len(plans) > 1:  # which source each step verified ("plain": none, and no branch)
-        ran = plans[chosen]
-        session.metrics.source_steps[
-            draft_names(active[0].pool)[chosen] if ran.guesses or ran.branch else "plain"
-        ] += 1
-    return plans[chosen], offers[chosen]
+    ran, source = plans[chosen], None
+    if len(plans) > 1:
+        source = draft_names(active[0].pool)[chosen] if ran.guesses or ran.branch else "plain"
+    return ran, offers[chosen], source
 
 
 def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:

@@ -8,7 +8,9 @@ expected, or take longer, auto loses to plain decoding exactly where it thought 
 
     python -m lade.planner_report SWEEP_DIR [--out FOLDER]
 
-prints, per job (its swept parameters) and step kind (``plain``: one token fed; ``drafting``: more),
+prints, per job (its swept parameters) and step kind (``plain``: one token fed; ``drafting``: more;
+under auto over several draft sources, the source the step verified, as the planner that chose the
+step is the one whose prediction is tested),
 the steps, the tokens expected and committed per step, the seconds priced and taken per step, and the
 tokens per second each implies; ``--out`` also writes ``planner_report.csv`` and ``planner_report.md``.
 """
@@ -37,8 +39,8 @@ COLUMNS = [
 
 
 def calibration(steps: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """Per group of ``by`` (default: the sweep parameters that vary, and the data) and step kind: the
-    planner's expectations against the steps' outcomes.
+    """Per group of ``by`` (default: the sweep parameters that vary, and the data) and step kind
+    (``step_kind``): the planner's expectations against the steps' outcomes.
 
     ``steps``: ``lade.results.load_steps`` rows with ``fed``, ``tokens``, ``seconds``,
     ``planned_tokens`` and ``planned_seconds`` (steps without a plan, NaN, are left out). Returns one
@@ -56,7 +58,7 @@ def calibration(steps: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
         by = varying_columns(
             planned, ("window", "ngram", "guess", "data", "category", "verifier", *VARYING_COLUMNS)
         )
-    planned = planned.assign(kind=planned["fed"].map(lambda fed: "plain" if fed == 1 else "drafting"))
+    planned = planned.assign(kind=planned.apply(step_kind, axis=1))
     rows = []
     for key, group in planned.groupby([*by, "kind"], sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -77,6 +79,15 @@ def calibration(steps: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
             }
         )
     return pd.DataFrame(rows, columns=[*by, "kind", *COLUMNS])
+
+
+def step_kind(step: pd.Series) -> str:
+    """``plain`` (one token fed), else the draft source the step verified when the steps name one
+    (auto over several sources), else ``drafting``."""
+    if step["fed"] == 1:
+        return "plain"
+    source = step.get("source")
+    return source if isinstance(source, str) and source else "drafting"
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -105,7 +105,8 @@ def load_prompts(path: str | Path) -> pd.DataFrame:
 def load_steps(path: str | Path) -> pd.DataFrame:
     """One row per (job, prompt, decoding step): tokens committed, wall time of the step, the
     candidates it verified (``candidates``), the tokens it fed (``fed``) and, under auto, what its plan
-    expected (``planned_tokens``, ``planned_seconds``; NaN without a planner). Columns added later are
+    expected (``planned_tokens``, ``planned_seconds``; NaN without a planner) and, under auto over
+    several draft sources, the source it verified (``source``; empty otherwise). Columns added later are
     absent (or NaN) in results written before them."""
     return _load_tables(path, "steps.csv")
 

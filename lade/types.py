@@ -140,6 +140,9 @@ class DecodingMetrics:
     planned_tokens: list[float] = field(default_factory=list)
     planned_s: list[float] = field(default_factory=list)
     source_steps: Counter = field(default_factory=Counter)  # forward passes per draft source (auto)
+    # auto over several draft sources only ([forward_passes], else empty): the source each step
+    # verified ("plain": none, and no branch), so the planner's calibration can be read per source
+    step_sources: list[str] = field(default_factory=list)
 
     @property
     def compression_ratio(self) -> float:

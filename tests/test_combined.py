@@ -2,6 +2,8 @@
 step (``lade.source_choice``): the pool's plumbing, the choice against hand-made records, and decoding
 with every source against HF greedy (architectures, auto and fixed, batches)."""
 
+from collections import Counter
+
 import pytest
 import torch
 
@@ -111,6 +113,8 @@ def test_every_source_under_auto_decodes_exactly(tiny_models, arch):
     assert torch.equal(result.sequences, hf_greedy(model, ids, 48))
     used = result.metrics.source_steps
     assert sum(used.values()) == result.metrics.forward_passes
+    assert Counter(result.metrics.step_sources) == used  # and step by step, in order
+    assert len(result.metrics.step_sources) == len(result.metrics.planned_tokens)
     assert set(used) - {"plain"}  # some steps verified a source's drafts
     if arch in ("gpt2", "gemma3"):  # their tiny random models repeat enough for drafts to hold
         assert result.metrics.steps < 46

@@ -36,6 +36,14 @@ def test_calibration_compares_expectations_with_outcomes_per_step_kind():
     assert "| drafting |" in markdown(table.reset_index())
 
 
+def test_calibration_reads_each_draft_source_on_the_steps_it_verified():
+    # auto over several sources: the step's kind is the source chosen (its planner's prediction)
+    table = calibration(_steps(source=["plain", "plain", "suffix_tree", math.nan])).set_index("kind")
+    assert table["steps"].to_dict() == {"drafting": 1, "plain": 2, "suffix_tree": 1}
+    assert table.loc["suffix_tree", "tokens_ratio"] == pytest.approx(1 / 3)
+    assert table.loc["drafting", "tokens_ratio"] == pytest.approx(2 / 3)
+
+
 def test_calibration_groups_by_what_varies_and_skips_unplanned_steps():
     greedy = _steps(temperature=math.nan, window="auto")
     sampled = _steps(temperature=1.0, window="auto")
