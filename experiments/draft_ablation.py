@@ -24,6 +24,11 @@ default decoder), ``auto_combined`` (auto choosing the source step by step, ``po
 verifies one source's) and ``auto_only_{source}`` (the same planner with one of its sources alone:
 ``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
 them).
+``--versus METHOD[,METHOD...]`` adds each METHOD's speedup over each other library method, paired per
+prompt (``versus.csv``, one more table per METHOD in summary.md): ``--versus auto_combined`` tests the
+combination against each source alone directly; ``auto`` and ``auto_only_lookahead`` decode alike, so
+adding ``auto`` gives an A/A control of what the timing noise alone yields (its row over
+``auto_only_lookahead``).
 Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
 rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
 (``lade.suite_report``).
@@ -50,7 +55,7 @@ from lade.bench_setup import (
 from lade.decoding import LookaheadDecoder, default_pool
 from lade.machine import cpu_description
 from lade.suite import decoder_call, hf_call, run_suite
-from lade.suite_report import markdown, summarize, tuned_lookup_ks
+from lade.suite_report import markdown, summarize, tuned_lookup_ks, versus, versus_markdown
 from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
@@ -140,12 +145,21 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--tuned-lookup", type=Path, default=None, help="dev summary.csv to tune K on")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "draft_ablation")
+    parser.add_argument(
+        "--versus",
+        default=None,
+        help="methods (comma-separated) to pair against every other library method (versus.csv, tables)",
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    names = args.methods.split(",")
+    paired = args.versus.split(",") if args.versus else []
+    for method in paired:
+        if method not in names:
+            parser.error(f"--versus {method!r} is not among --methods")
     model, tokenizer = load_bench_model(args)
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
     ks = tuned_lookup_ks(pd.read_csv(args.tuned_lookup)) if args.tuned_lookup else {}
-    names = args.methods.split(",")
     datasets = args.datasets.split(",")
     built = {}  # one method per (name, K): a decoder (and Token Recycling's table) serves every dataset
     methods = {}
@@ -171,8 +185,22 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         + f"\nFor scale, {PAPER_VALUES} (Spec-Bench, Vicuna-7B, A100).\n\n"
         + markdown(summary)
         + "\n"
+        + (versus_sections(pd.read_csv(args.out / "records.csv"), paired, args.out) if paired else "")
     )
     return summary
+
+
+def versus_sections(records: pd.DataFrame, methods: list[str], out: Path) -> str:
+    """Each of ``methods``' speedup over each other library method, paired per prompt
+    (``lade.suite_report.versus``), written together to ``out/versus.csv``; returned as one Markdown
+    section per method for summary.md."""
+    tables = [versus(records, method) for method in methods]
+    pd.concat(tables, ignore_index=True).to_csv(out / "versus.csv", index=False)
+    return "".join(
+        f"\n## {method} against each other method\n\nIts tokens per second over theirs, paired per prompt "
+        "(an interval covering 1: no difference shown).\n\n" + versus_markdown(table) + "\n"
+        for method, table in zip(methods, tables, strict=True)
+    )
 
 
 if __name__ == "__main__":

@@ -101,6 +101,32 @@ def summarize(records: pd.DataFrame, baselines: dict[str, str] | None = None) ->
     return pd.DataFrame(rows)
 
 
+def versus(records: pd.DataFrame, method: str) -> pd.DataFrame:
+    """``method``'s speedup over each other method of ``records`` that is not HF's (``summarize``'s
+    columns, ``baseline`` the method it is over), paired per prompt: the direct test of "at least as fast
+    as each of those", intervals included (a ratio's interval covering 1: no difference shown). Rows
+    per model, dtype and dataset, in the records' order of the other methods."""
+    others = [m for m in records.method.unique() if m != method and not m.startswith("hf_")]
+    tables = [
+        summarize(group[group.method.isin([method, other])], {method: other})
+        for _, group in records.groupby(GROUP[:3], sort=False)
+        for other in others
+    ]
+    table = pd.concat([summarize(records.iloc[:0]), *tables], ignore_index=True)
+    return table[table.method == method].reset_index(drop=True)
+
+
+def versus_markdown(table: pd.DataFrame) -> str:
+    """``versus``'s table in Markdown: model, dtype, dataset, method, over (its baseline), speedup [95%
+    CI], median of the per-prompt ratios, prompts."""
+    rows = [
+        f"| {r.model} | {r.dtype} | {r.dataset} | {r.method} | {r.baseline} | {speedup_cell(r)} "
+        f"| {r.median_speedup:.2f}x | {r.prompts} |"
+        for r in table.itertuples()
+    ]
+    return markdown_table((*GROUP, "over", "speedup [95% CI]", "median", "prompts"), rows)
+
+
 MEASURES = ("speedup [95% CI]", "median", "compression", "fed/step", "tok/s", "identical")
 
 

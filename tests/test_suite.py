@@ -21,6 +21,8 @@ from lade.suite_report import (
     markdown,
     summarize,
     tuned_lookup_ks,
+    versus,
+    versus_markdown,
 )
 from tests.conftest import prompt
 
@@ -66,6 +68,46 @@ def test_a_speedup_is_a_ratio_of_throughputs_so_outputs_of_other_lengths_compare
     assert summary.loc["auto_t1.0"].baseline == "hf_sampling_t1.0"
     assert math.isnan(summary.loc["auto_t1.0"].identical)  # not compared: sampled outputs are draws
     assert "| - |" in markdown(summary.reset_index())
+
+
+def test_versus_pairs_one_method_against_each_other_library_method_per_prompt():
+    seconds = {
+        "hf_greedy": [4.0, 8.0],
+        "auto": [2.0, 4.0],
+        "auto_only_a": [1.0, 4.0],
+        "auto_only_b": [4.0, 2.0],
+    }
+    records = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "dtype": "float32",
+                "dataset": d,
+                "prompt": p,
+                "method": m,
+                "seconds": s[p],
+                "new_tokens": 8,
+                "steps": 4,
+                "tokens_fed": 8,
+                "identical": True,
+                "near_tie": False,
+            }
+            for d in ("x", "y")
+            for p in (0, 1)
+            for m, s in seconds.items()
+        ]
+    )
+    table = versus(records, "auto")
+    assert list(zip(table.dataset, table.baseline, strict=True)) == [
+        ("x", "auto_only_a"),
+        ("x", "auto_only_b"),
+        ("y", "auto_only_a"),
+        ("y", "auto_only_b"),
+    ]  # HF's methods are left out: the summary already pairs every method against HF greedy
+    assert (table.method == "auto").all()
+    assert table.speedup.tolist() == pytest.approx([5 / 6, 1.0] * 2)  # summed seconds 5 vs 6, 6 vs 6
+    assert table.median_speedup.tolist() == pytest.approx([0.75, 1.25] * 2)  # ratios (1/2, 1) and (2, 1/2)
+    assert "| m | float32 | x | auto | auto_only_a | 0.83x [" in versus_markdown(table)
 
 
 @pytest.fixture()
@@ -170,10 +212,20 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
         "combined,auto,auto_combined,auto_combined_likeliest8,auto_only_suffix_tree,auto_only_token_recycling"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
-    test = draft_ablation.main([*QUICK, "--methods", methods, *tuned, "--out", str(tmp_path / "test")])
+    paired = ["--versus", "auto_combined,auto"]
+    test = draft_ablation.main(
+        [*QUICK, "--methods", methods, *tuned, *paired, "--out", str(tmp_path / "test")]
+    )
     assert len(test) == 12 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
+    assert "## auto_combined against each other method" in text and "## auto against each other" in text
+    pairs = pd.read_csv(tmp_path / "test" / "versus.csv")
+    library = set(methods.split(",")[2:])
+    assert set(pairs[pairs.method == "auto_combined"].baseline) == library - {"auto_combined"}
+    assert set(pairs[pairs.method == "auto"].baseline) == library - {"auto"}
+    with pytest.raises(SystemExit):  # refused before any model is loaded
+        draft_ablation.main([*QUICK, "--methods", "hf_greedy,auto", "--versus", "jacobi"])
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
         draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
     with pytest.raises(ValueError, match="unknown method 'auto_combined_x'"):
