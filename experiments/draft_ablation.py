@@ -12,10 +12,12 @@ categories (issue 17, item 5).
 Methods (``--methods``; fixed ones at Jacobi W=7 N=5 G=7's budget of about 38 tokens fed per step):
 ``hf_greedy`` (the reference), ``hf_prompt_lookup`` (K = 10, HF's default), ``hf_prompt_lookup_k{K}``,
 ``hf_prompt_lookup_tuned`` (per dataset, the K with the highest speedup in ``--tuned-lookup``'s dev
-summary), ``jacobi`` (W=7 N=5 G=7, candidates as a token trie), ``token_recycling`` (the CPU draft tree,
-16 paths of up to 5 tokens), ``token_recycling_likeliest`` (the 48 likeliest nodes by measured rank
-chances, up to 8 deep: the size that feeds about Jacobi's budget on development prompts,
-``experiments/results/token_recycling/shapes.md``; ``token_recycling_likeliest{M}``: M nodes),
+summary or dev records, e.g. a benchmark's ``records/MODEL-DTYPE-TOKENS/dev.csv``; the model's rows,
+its dtype's where there are any), ``jacobi`` (W=7 N=5 G=7, candidates as a token trie),
+``token_recycling`` (the CPU draft tree, 16 paths of up to 5 tokens), ``token_recycling_likeliest``
+(the 48 likeliest nodes by measured rank chances, up to 8 deep: the size that feeds about Jacobi's
+budget on development prompts, ``experiments/results/token_recycling/shapes.md``;
+``token_recycling_likeliest{M}``: M nodes),
 ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
 default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``),
@@ -143,7 +145,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--limit", type=int, default=4, help="prompts per dataset")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--tuned-lookup", type=Path, default=None, help="dev summary.csv to tune K on")
+    parser.add_argument(
+        "--tuned-lookup", type=Path, default=None, help="dev summary.csv or dev records to tune K on"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "draft_ablation")
     parser.add_argument(
         "--versus",
@@ -159,7 +163,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             parser.error(f"--versus {method!r} is not among --methods")
     model, tokenizer = load_bench_model(args)
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
-    ks = tuned_lookup_ks(pd.read_csv(args.tuned_lookup)) if args.tuned_lookup else {}
+    dtype = str(model.dtype).removeprefix("torch.")
+    ks, tuned_on = tuned_ks(args.tuned_lookup, args.model, dtype) if args.tuned_lookup else ({}, "")
     datasets = args.datasets.split(",")
     built = {}  # one method per (name, K): a decoder (and Token Recycling's table) serves every dataset
     methods = {}
@@ -169,7 +174,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     prompts = {
         d: load_prompts(d, tokenizer, args.limit, str(ROOT / SPEC_BENCH), split=args.split) for d in datasets
     }
-    dtype = str(model.dtype).removeprefix("torch.")
     labels = {"model": args.model, "dtype": dtype, "split": args.split}
     warmup = warmup_ids()
     run_suite(methods, prompts, args.out / "records.csv", labels, warmup)
@@ -181,13 +185,29 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             " `", "`"
         )
         + f" ({args.split} split, {args.max_new_tokens} new tokens). Machine: {cpu_description()}.\n"
-        + (f"HF prompt lookup's tuned K per dataset (dev split):{tuned}.\n" if ks else "")
+        + (f"HF prompt lookup's tuned K per dataset (dev split, {tuned_on}):{tuned}.\n" if ks else "")
         + f"\nFor scale, {PAPER_VALUES} (Spec-Bench, Vicuna-7B, A100).\n\n"
         + markdown(summary)
         + "\n"
         + (versus_sections(pd.read_csv(args.out / "records.csv"), paired, args.out) if paired else "")
     )
     return summary
+
+
+def tuned_ks(path: Path, model: str, dtype: str) -> tuple[dict[str, int], str]:
+    """Each dataset's HF prompt lookup K tuned on ``path``, a dev-split summary (``summary.csv``) or dev
+    records (a benchmark's ``dev.csv``): ``model``'s rows, ``dtype``'s where it has any (K is a property
+    of the prompts and the model far more than of the dtype), and the setting tuned on ("smollm2
+    float32"), which summary.md names."""
+    table = pd.read_csv(path)
+    if "seconds" in table.columns:  # per-prompt records, not a summary
+        table = summarize(table)
+    table = table[table.model == model]
+    if (table.dtype == dtype).any():
+        table = table[table.dtype == dtype]
+    if table.empty:
+        raise ValueError(f"{path} holds no dev rows of {model!r} to tune HF prompt lookup's K on")
+    return tuned_lookup_ks(table), f"{model} {table.dtype.iloc[0]}"
 
 
 def versus_sections(records: pd.DataFrame, methods: list[str], out: Path) -> str:

@@ -97,7 +97,7 @@ ax.axhline(1.0, color="black", linewidth=0.8)
 ax.set_xticks(range(len(datasets)), datasets, rotation=20)
 ax.set_ylabel("speedup over HF greedy (95% CI)")
 first = records.iloc[0]
-ax.set_title(f"{first.model}, {first.dtype}, {first.split} split")
+ax.set_title(f"{first.model}, {first['dtype']}, {first.split} split")
 ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
 fig.tight_layout()
 
@@ -142,3 +142,59 @@ if RECALIBRATED.exists():
             counts = counts.add(pd.Series(json.loads(text), dtype=float), fill_value=0)
         steps[dataset] = counts / counts.sum()
     display(pd.DataFrame(steps).fillna(0.0).round(3))  # noqa: F821
+
+# %% [markdown]
+# ## The combination against each of its sources, paired per prompt
+# Issue 17's target is that auto over all sources (`auto_combined`) is at least as fast as the best of
+# its sources alone under the same planner (`auto_only_{source}`). Each row is its tokens per second
+# over one other library method's on the same prompts (`lade.suite_report.versus`, as `--versus`
+# writes to `versus.csv`), with a 95% bootstrap interval over prompts: an interval holding 1.0 is no
+# difference shown. `auto` and `auto_only_lookahead` decode alike (auto's default pool is the lookahead
+# source alone), so their pair, drawn in grey, is an A/A control: what timing noise alone gives.
+# Read from every run folder holding a `versus.csv` (in quick mode, the quick run above).
+
+# %%
+import re
+
+from lade.suite_report import versus
+
+paired = [f for f in sorted(RESULTS.iterdir()) if (f / "versus.csv").exists()]
+folders = {"quick": RESULTS} if QUICK else {folder.name: folder for folder in paired}
+paired_runs = {name: pd.read_csv(folder / "records.csv") for name, folder in folders.items()}
+machines = {  # summary.md's "Machine: ..." line, for the figure's titles
+    name: re.search(r"Machine: (.+?)\.\n", (folder / "summary.md").read_text()).group(1)
+    for name, folder in folders.items()
+}
+pairs = {}
+for name, runs in paired_runs.items():
+    table = versus(runs, "auto_combined")
+    if {"auto", "auto_only_lookahead"} <= set(runs.method):
+        control = versus(runs, "auto")
+        table = pd.concat([table, control[control.baseline == "auto_only_lookahead"]], ignore_index=True)
+    pairs[name] = table.assign(method=table.method + " over " + table.baseline)
+    first = runs.iloc[0]
+    print(f"{name}: {first.model} {first['dtype']}, {table.prompts.max()} prompts per dataset")
+    display(speedup_cells(pairs[name]))  # noqa: F821 - IPython's display
+
+# %%
+fig, axes = plt.subplots(1, len(pairs), figsize=(6 * len(pairs), 4.5), squeeze=False, sharey=True)
+for ax, (name, table) in zip(axes[0], pairs.items(), strict=True):
+    compared = list(table.method.unique())
+    order = list(table.dataset.unique())
+    step = 0.8 / len(compared)
+    for i, label in enumerate(compared):
+        rows = table[table.method == label].set_index("dataset").reindex(order)
+        ys = [d + (i - len(compared) / 2 + 0.5) * step for d in range(len(order))]
+        errors = [rows.speedup - rows.speedup_ci_low, rows.speedup_ci_high - rows.speedup]
+        control = label == "auto over auto_only_lookahead"
+        colour = "grey" if control else plt.get_cmap("tab10")(i % 10)
+        ax.errorbar(rows.speedup, ys, xerr=errors, fmt="o", color=colour, capsize=2, label=label)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(order)), order)
+    ax.set_xlabel("tokens/s ratio, paired per prompt (95% CI)")
+    first = paired_runs[name].iloc[0]
+    ax.set_title(f"{first.model}, {first['dtype']} ({name})", fontsize="medium")
+axes[0][0].invert_yaxis()  # the axes share y: inverting one inverts all
+fig.suptitle("; ".join(sorted(set(machines.values()))), fontsize="small")
+axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+fig.tight_layout()

@@ -226,6 +226,17 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     assert set(pairs[pairs.method == "auto"].baseline) == library - {"auto"}
     with pytest.raises(SystemExit):  # refused before any model is loaded
         draft_ablation.main([*QUICK, "--methods", "hf_greedy,auto", "--versus", "jacobi"])
+    dev_records = tmp_path / "dev" / "records.csv"  # records tune K as their summary does
+    assert draft_ablation.tuned_ks(dev_records, "tiny-random-llama", "float32") == (
+        {"synthetic": expected_k},
+        "tiny-random-llama float32",
+    )
+    assert (
+        draft_ablation.tuned_ks(dev_records, "tiny-random-llama", "bfloat16")[1]
+        == "tiny-random-llama float32"
+    )  # other dtype: K kept
+    with pytest.raises(ValueError, match="no dev rows of 'smollm2'"):
+        draft_ablation.tuned_ks(dev_records, "smollm2", "float32")
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
         draft_ablation.build("hf_prompt_lookup_tuned", None, {}, None)
     with pytest.raises(ValueError, match="unknown method 'auto_combined_x'"):
