@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     labels = {"model": args.model, "dtype": dtype, "split": args.split}
     warmup = warmup_ids()
     run_suite(methods, prompts, args.out / "records.csv", labels, warmup)
-    summary = summarize(pd.read_csv(args.out / "records.csv"))
+    records = pd.read_csv(args.out / "records.csv")
+    summary = summarize(records)
     summary.to_csv(args.out / "summary.csv", index=False)
     tuned = "".join(f" {d}={k}" for d, k in sorted(ks.items()))
     (args.out / "summary.md").write_text(
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         + f"\nFor scale, {PAPER_VALUES} (Spec-Bench, Vicuna-7B, A100).\n\n"
         + markdown(summary)
         + "\n"
-        + (versus_sections(pd.read_csv(args.out / "records.csv"), paired, args.out) if paired else "")
+        + (versus_sections(records, paired, args.out) if paired else "")
     )
     return summary
 
