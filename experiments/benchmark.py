@@ -10,7 +10,8 @@ T = 0.7 and 1.0, on HumanEval and the six Spec-Bench categories, test-split prom
 
 A run measures one model, dtype and token budget, a *setting*, into ``records/{model}-{dtype}-{tokens}/``:
 ``dev.csv`` (HF prompt lookup at K = 2, 3, 5, 10 on ``--dev-limit`` dev-split prompts, from which each
-dataset's K is tuned; ``--tuned-lookup SUMMARY`` takes the K from an earlier dev summary instead),
+dataset's K is tuned; ``--tuned-lookup SUMMARY`` takes the K from an earlier dev summary, or dev
+records, instead),
 ``greedy.csv`` and ``sampling.csv`` (one row per prompt and method, ``lade.suite``), and ``runs.jsonl``
 (each invocation's command, commit, machine and the latency curve auto planned with: each step size's
 cost relative to a one-token step, as auto's plans depend on it; ``--recalibrate`` measures it afresh
@@ -49,7 +50,7 @@ from lade.benchmark_table import render_all
 from lade.figures import git_commit
 from lade.machine import cpu_description
 from lade.suite import decoder_call, hf_call, run_suite
-from lade.suite_report import summarize, tuned_lookup_ks
+from lade.suite_report import dev_summary, summarize, tuned_lookup_ks
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "experiments" / "results" / "benchmark"
@@ -123,12 +124,12 @@ def setting_dir(out: Path, model: str, dtype: str, max_new_tokens: int) -> Path:
 
 
 def tune(args, model, tokenizer, options: dict, folder: Path, labels: dict, warmup) -> dict[str, int]:
-    """Each dataset's HF prompt lookup K: from ``--tuned-lookup``'s summary (this model and dtype's
-    rows), else from dev-split runs recorded in ``folder/dev.csv`` (run now where missing)."""
+    """Each dataset's HF prompt lookup K: from ``--tuned-lookup``'s dev summary or dev records (this
+    model and dtype's rows, ``lade.suite_report.dev_summary``), else from dev-split runs recorded in
+    ``folder/dev.csv`` (run now where missing)."""
     datasets = args.datasets.split(",")
     if args.tuned_lookup is not None:
-        summary = pd.read_csv(args.tuned_lookup)
-        summary = summary[(summary.model == labels["model"]) & (summary.dtype == labels["dtype"])]
+        summary = dev_summary(args.tuned_lookup, labels["model"], labels["dtype"])
     else:
         prompts = {
             d: load_prompts(d, tokenizer, args.dev_limit, args.spec_bench, split="dev") for d in datasets
@@ -216,7 +217,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--limit", type=int, default=20, help="test-split prompts per dataset")
     parser.add_argument("--dev-limit", type=int, default=3, help="dev-split prompts per dataset to tune K on")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--tuned-lookup", type=Path, default=None, help="a dev summary.csv to take K from")
+    parser.add_argument(
+        "--tuned-lookup", type=Path, default=None, help="a dev summary.csv (or dev records) to take K from"
+    )
     parser.add_argument("--spec-bench", default=str(ROOT / SPEC_BENCH))
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--calibration-dir", default=None, help="auto's latency cache (default ~/.cache)")

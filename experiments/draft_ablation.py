@@ -57,7 +57,7 @@ from lade.bench_setup import (
 from lade.decoding import LookaheadDecoder, default_pool
 from lade.machine import cpu_description
 from lade.suite import decoder_call, hf_call, run_suite
-from lade.suite_report import markdown, summarize, tuned_lookup_ks, versus, versus_markdown
+from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
 from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
@@ -200,12 +200,7 @@ def tuned_ks(path: Path, model: str, dtype: str) -> tuple[dict[str, int], str]:
     records (a benchmark's ``dev.csv``): ``model``'s rows, ``dtype``'s where it has any (K is a property
     of the prompts and the model far more than of the dtype), and the setting tuned on ("smollm2
     float32"), which summary.md names."""
-    table = pd.read_csv(path)
-    if "seconds" in table.columns:  # per-prompt records, not a summary
-        table = summarize(table)
-    table = table[table.model == model]
-    if (table.dtype == dtype).any():
-        table = table[table.dtype == dtype]
+    table = dev_summary(path, model, dtype, any_dtype=True)
     if table.empty:
         raise ValueError(f"{path} holds no dev rows of {model!r} to tune HF prompt lookup's K on")
     return tuned_lookup_ks(table), f"{model} {table.dtype.iloc[0]}"

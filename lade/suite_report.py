@@ -176,6 +176,21 @@ def lookup_k(method: str) -> int:
     return 10 if method == "hf_prompt_lookup" else int(method.rsplit("_k", 1)[1])
 
 
+def dev_summary(path, model: str, dtype: str, any_dtype: bool = False) -> pd.DataFrame:
+    """The rows of ``model`` in ``dtype`` of ``path``: a dev split's summary (``summary.csv``) or its
+    per-prompt records (rows with ``seconds``, such as a benchmark's ``dev.csv``: summarized here), to
+    tune on. ``any_dtype``: where ``dtype`` has no rows, the other dtypes' (HF prompt lookup's K is a
+    property of the prompts and the model far more than of the dtype; the rows' ``dtype`` says which).
+    Empty when nothing matches."""
+    table = pd.read_csv(path)
+    if "seconds" in table.columns:  # per-prompt records, not a summary
+        table = summarize(table)
+    table = table[table.model == model]
+    if not any_dtype or (table.dtype == dtype).any():
+        table = table[table.dtype == dtype]
+    return table
+
+
 def tuned_lookup_ks(summary: pd.DataFrame) -> dict[str, int]:
     """Per dataset, the K of the fastest ``hf_prompt_lookup_k{K}`` / ``hf_prompt_lookup`` row of a
     (dev split's) ``summary`` (ties: the smaller K); {} without such rows."""

@@ -18,6 +18,7 @@ from lade.suite import REFERENCE, Outcome, decoder_call, done_prompts, hf_call, 
 from lade.suite_report import (
     bootstrap_ratio,
     bootstrap_throughput_ratio,
+    dev_summary,
     markdown,
     summarize,
     tuned_lookup_ks,
@@ -235,6 +236,8 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
         draft_ablation.tuned_ks(dev_records, "tiny-random-llama", "bfloat16")[1]
         == "tiny-random-llama float32"
     )  # other dtype: K kept
+    strict = dev_summary(dev_records, "tiny-random-llama", "bfloat16")  # the benchmark's rule: none
+    assert strict.empty and len(dev_summary(dev_records, "tiny-random-llama", "float32")) > 0
     with pytest.raises(ValueError, match="no dev rows of 'smollm2'"):
         draft_ablation.tuned_ks(dev_records, "smollm2", "float32")
     with pytest.raises(ValueError, match="needs --tuned-lookup"):
