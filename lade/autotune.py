@@ -280,7 +280,7 @@ class Planner:
             extra = window * self.branch_levels
             gains = self._row_gains(window)
             gain = combine([gains[b] for b in counted])
-            if window and (rows + most_accepted + gain) / seconds_for(1 + extra) <= best_rate:
+            if window and (rows + most_accepted + gain) / seconds_for.floor(1 + extra) <= best_rate:
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
             for (g, cut), tokens in shapes.items():
@@ -320,17 +320,20 @@ class Planner:
 def step_pricer(latency: LatencyModel, batch_latency, rows: int, context: int | None):
     """``seconds_for(size)``: one step of ``size`` tokens per row for ``rows`` rows after ``context``
     cached tokens (``latency``, or ``batch_latency(rows, size, context)`` for batches when set), each
-    size priced once (many (W, g, l) feed the same number of tokens)."""
+    size priced once (many (W, g, l) feed the same number of tokens); ``seconds_for.floor(size)``: the
+    least any step of ``size`` or more tokens per row costs (a larger step may cost less)."""
     priced: dict[int, float] = {}
+    batched = rows > 1 and batch_latency is not None
 
     def seconds_for(size: int) -> float:
         if size not in priced:
-            if rows == 1 or batch_latency is None:
-                priced[size] = latency(rows * size, context)
-            else:
-                priced[size] = batch_latency(rows, size, context)
+            priced[size] = batch_latency(rows, size, context) if batched else latency(rows * size, context)
         return priced[size]
 
+    def floor(size: int) -> float:
+        return batch_latency.floor(rows, size, context) if batched else latency.floor(rows * size, context)
+
+    seconds_for.floor = floor
     return seconds_for
 
 

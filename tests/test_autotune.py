@@ -35,9 +35,51 @@ def test_latency_interpolates_and_extrapolates():
     assert curve.relative(3) == pytest.approx(2.0)
 
 
-def test_latency_from_noisy_measurements_is_monotone():
-    curve = LatencyModel.from_measurements([1, 2, 3], [1.0, 0.9, 1.2])
-    assert curve.seconds == (1.0, 1.0, 1.2)
+# float32 Qwen2.5-Coder-1.5B on an AVX512 EPYC (MKL_CBWR=AUTO), ms per step of S tokens: S = 3 is dearer
+# than S = 4 to 12 (MKL's kernels for some row counts are faster than for fewer rows)
+DIPPING = LatencyModel((1, 2, 3, 4, 5, 6, 8, 12, 16), (366, 442, 622, 405, 458, 457, 467, 529, 594))
+
+
+def test_latency_from_measurements_keeps_a_larger_size_that_costs_less():
+    curve = LatencyModel.from_measurements([1, 2, 3, 4], [1.0, 1.5, 1.7, 1.1])
+    assert curve.seconds == (1.0, 1.5, 1.7, 1.1)
+    assert curve(4) < curve(3)
+
+
+def test_latency_floor_is_the_least_cost_from_a_size_on():
+    assert DIPPING.floor(1) == 366 and DIPPING.floor(2) == 405 and DIPPING.floor(3) == 405
+    assert DIPPING.floor(7) == pytest.approx(462)  # between 6 and 8: linear, then only dearer sizes
+    assert DIPPING.floor(13) == pytest.approx(DIPPING(13))
+    # brute force over every size up to far beyond the curve
+    for size in range(1, 40):
+        assert DIPPING.floor(size) == pytest.approx(min(DIPPING(s) for s in range(size, 400)))
+
+
+def test_latency_beyond_a_falling_last_segment_keeps_growing():
+    curve = LatencyModel((1, 2, 4), (1.0, 2.0, 1.5))
+    assert curve(4) == 1.5 and curve(8) > curve(6) > curve(4)
+    assert curve(7) == pytest.approx(1.5 + (1.5 - 1.0) / 3 * 3)  # along the chord from size 1
+
+
+def test_the_planner_prices_the_cheaper_larger_step():
+    # a 2-token candidate cut to 2 would feed 3 tokens, the dearest size: the planner verifies a
+    # shape that feeds 2 or 4 instead (each next token of the candidates holds with chance 0.9)
+    curve = LatencyModel.from_measurements(DIPPING.sizes, DIPPING.seconds)  # as the calibration makes it
+    priors = PlannerPriors(candidate=0.9)
+    planner = Planner(curve, window=0, branch_levels=4, max_guess=3, max_length=4, priors=priors)
+    plan = planner.plan(available=3)
+    assert 1 + plan.guesses * plan.length != 3 and plan.guesses >= 1
+    assert plan.predicted_seconds == DIPPING(1 + plan.guesses * plan.length) < DIPPING(3)
+
+
+def test_a_branch_is_not_skipped_when_a_larger_step_costs_less_than_its_smallest():
+    # the branch's own tokens make a step of 3 (dear), its shapes with candidates a step of 4 or more
+    # (cheap): the skip that keeps planning cheap must use the floor, not the price of 3 tokens
+    curve = LatencyModel((1, 3, 4, 16), (1.0, 3.0, 1.05, 1.1))
+    priors = PlannerPriors(candidate=0.9, branch=1.0)
+    planner = Planner(curve, window=1, branch_levels=2, max_guess=3, max_length=4, priors=priors)
+    plan = planner.choose(available=3)
+    assert plan.branch and plan.guesses >= 1
 
 
 @pytest.mark.parametrize(

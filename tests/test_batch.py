@@ -265,6 +265,12 @@ def test_batch_latency_interpolates_between_measured_batch_sizes():
     assert latency(2, 1) == pytest.approx(1.0 + (3.0 - 1.0) / 3)
     assert latency(8, 1) == pytest.approx(6.0)  # beyond the largest: in proportion to B
     assert batch_sizes_to_measure(1) == [] and batch_sizes_to_measure(5) == [2, 4, 8]
+    dipping = BatchLatency(
+        {1: LatencyModel((1, 3, 4), (1.0, 3.0, 1.5)), 4: LatencyModel((1, 3, 4), (2.0, 4.0, 3.0))}
+    )
+    assert dipping.floor(1, 2) == 1.5 and dipping.floor(4, 3) == 3.0
+    for rows in (2, 3, 8):  # the floor is the least cost of the same batch at the sizes from there on
+        assert dipping.floor(rows, 2) == pytest.approx(min(dipping(rows, s) for s in range(2, 60)))
     with pytest.raises(ValueError, match="batch size 1"):
         BatchLatency({2: one})
 
