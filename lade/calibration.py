@@ -11,6 +11,7 @@ count, so auto-configuration costs the measurement once.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import os
@@ -26,8 +27,8 @@ import torch
 from lade.machine import mkl_mode
 
 # Step sizes measured: every size up to 16, where CPU kernels change strategy from one size to the next
-# (float32 MKL on an AVX512 EPYC: 3 tokens 1.70x one token, 4 tokens 1.11x; odd sizes dearer than the
-# even ones around them), sparser beyond.
+# (float32 Qwen2.5-Coder-1.5B on an AVX512 EPYC: 3 tokens 1.47x one token, 4 tokens 1.01x; odd sizes
+# dearer than the even ones around them; experiments/results/ab_latency_curve), sparser beyond.
 DEFAULT_SIZES = (*range(1, 17), 20, 24, 32, 40, 48, 64, 80, 96, 128)
 CALIBRATION_FORMAT = 3  # 2: curves at two contexts; 3: medians as measured (no longer made non-decreasing)
 
@@ -92,8 +93,12 @@ class LatencyModel:
         step at least that large): the curve is linear between measured sizes and grows beyond the
         largest, so its least value from ``size`` on is at ``size`` or at a size measured above it
         (in this curve or the longer one)."""
-        measured = set(self.sizes) | (set(self.longer.sizes) if self.longer is not None else set())
-        return min(self(s, context) for s in (size, *(s for s in measured if s > size)))
+        return min(self(s, context) for s in (size, *(s for s in self._breakpoints if s > size)))
+
+    @functools.cached_property
+    def _breakpoints(self) -> tuple[int, ...]:
+        """The sizes measured in this curve or the longer one (computed once: the planner asks per step)."""
+        return tuple(sorted(set(self.sizes) | (set(self.longer.sizes) if self.longer is not None else set())))
 
     def relative(self, size: int, context: int | None = None) -> float:
         """Latency of ``size`` tokens over the latency of one token (plain decoding)."""
@@ -105,8 +110,8 @@ class LatencyModel:
     ) -> LatencyModel:
         """The curve of the medians measured at ``sizes``, kept as measured. They used to be made
         non-decreasing, which priced every size after a dear one at its cost: on float32 Qwen2.5-Coder
-        1.5B (AVX512 EPYC, MKL_CBWR=AUTO) 3 tokens cost 1.70x one token and 4 tokens 1.11x, so steps
-        of 4 to 12 tokens were priced 1.70x, up to 50% above what they took."""
+        1.5B (AVX512 EPYC, MKL_CBWR=AUTO) 3 tokens cost 1.47x one token and 4 tokens 1.01x, so steps
+        of 4 to 10 tokens were priced 1.47x (experiments/results/ab_latency_curve)."""
         return cls(tuple(int(s) for s in sizes), tuple(float(t) for t in seconds), context)
 
     def to_dict(self) -> dict:
