@@ -20,7 +20,11 @@ budget on development prompts, ``experiments/results/token_recycling/shapes.md``
 ``token_recycling_likeliest{M}``: M nodes),
 ``suffix_tree`` (G=7 suffix-tree candidates of up to 10 tokens), ``combined`` (W=7 N=5 G=7 over the
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
-default decoder), ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``),
+default decoder: every source, Token Recycling's table started afresh each call; ``auto`` rows recorded
+before that became the default were of the n-gram pool alone, so such records are not to be resumed
+with ``auto``), ``auto_ngram_pool`` (the former default: auto over the n-gram pool alone),
+``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``, the table kept from
+prompt to prompt),
 ``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16),
 ``auto_combined_unmerged`` (the same without the sources' candidates taken together, so each step
 verifies one source's) and ``auto_only_{source}`` (the same planner with one of its sources alone:
@@ -28,9 +32,9 @@ verifies one source's) and ``auto_only_{source}`` (the same planner with one of 
 them).
 ``--versus METHOD[,METHOD...]`` adds each METHOD's speedup over each other library method, paired per
 prompt (``versus.csv``, one more table per METHOD in summary.md): ``--versus auto_combined`` tests the
-combination against each source alone directly; ``auto`` and ``auto_only_lookahead`` decode alike, so
-adding ``auto`` gives an A/A control of what the timing noise alone yields (its row over
-``auto_only_lookahead``).
+combination against each source alone directly; ``auto_ngram_pool`` and ``auto_only_lookahead`` decode
+alike, so adding ``auto_ngram_pool`` gives an A/A control of what the timing noise alone yields (its row
+over ``auto_only_lookahead``; in runs before the default changed, ``auto`` played that part).
 Every prompt's rows are appended to ``records.csv`` under ``--out`` as soon as they are measured (a
 rerun resumes); ``summary.csv`` and ``summary.md`` are rendered from all the records there
 (``lade.suite_report``).
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -54,11 +59,12 @@ from lade.bench_setup import (
     load_prompts,
     warmup_ids,
 )
-from lade.decoding import LookaheadDecoder, default_pool
+from lade.decoding import LookaheadDecoder
 from lade.machine import cpu_description
+from lade.options import AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
-from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
+from pools import SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,29 +76,10 @@ PAPER_VALUES = (
 )
 
 
-def every_source(
-    ngram: int,
-    guess: int,
-    auto: bool,
-    nodes: int | None = None,
-    only: str | None = None,
-    merged: bool = True,
-) -> CombinedPool:
-    """The n-gram pool the branch fills, a suffix tree and Token Recycling's table: auto's (longer
-    candidates, verified as far as they pay) or, for fixed W, N, G, candidates of at most N-1 tokens.
-    ``nodes``: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree.
-    ``only``: just that source (``lookahead``, ``suffix_tree`` or ``token_recycling``), planned the same
-    way, so a combination is compared with each of its own sources alone. ``merged``: the planner may
-    also verify the sources' candidates together (``pools.combined.MergedSources``)."""
-    sources = {
-        "lookahead": lambda: default_pool(ngram, guess, auto=auto, span=10 if auto else None),
-        "suffix_tree": lambda: SuffixTreePool(ngram, span=10 if auto else None),
-        "token_recycling": lambda: TokenRecyclingPool(ngram, nodes=nodes),
-    }
-    if only is not None and only not in sources:
-        raise ValueError(f"unknown draft source {only!r}; one of {sorted(sources)}")
-    chosen = {name: make() for name, make in sources.items() if only in (None, name)}
-    return CombinedPool(chosen, merged=merged)
+# ``lade.options.combined_pool`` with Token Recycling's table kept across calls, as the ``combined`` and
+# ``auto_combined*`` methods measure it: one decoder serves every prompt of a run, so its table carries
+# over from prompt to prompt (the default decoder's starts afresh each call).
+every_source = partial(combined_pool, persistent=True)
 
 
 def build(name: str, model, options: dict, lookup_k: int | None):
@@ -115,6 +102,7 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         ),
         "combined": lambda: LookaheadDecoder(model, 7, 5, 7, pool=every_source(5, 7, auto=False)),
         "auto": lambda: LookaheadDecoder(model),
+        "auto_ngram_pool": lambda: LookaheadDecoder(model, pool=default_pool(6, 7, True, span=AUTO_SPAN)),
     }
     if name.startswith("token_recycling_likeliest"):
         nodes = int(name.removeprefix("token_recycling_likeliest") or 48)

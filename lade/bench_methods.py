@@ -19,7 +19,14 @@ from collections.abc import Callable
 
 import torch
 
-from lade.decoding import AUTO_GUESS, AUTO_NGRAM, LookaheadDecoder, default_pad_id, default_pool
+from lade.decoding import (
+    AUTO_GUESS,
+    AUTO_NGRAM,
+    LookaheadDecoder,
+    combined_pool,
+    default_pad_id,
+    default_pool,
+)
 from lade.divergence import row_logits
 from strategies.plain import AutoregressiveProposer
 
@@ -62,7 +69,7 @@ def auto_decoder(model, latency=None, span: int | None = None, calibration_dir=N
     """Auto lookahead (W, N, G chosen per step), planning on ``latency`` (None: calibrated, cached in
     ``calibration_dir``, default ``~/.cache/lade/calibration``); ``span``: its pool's text
     continuations of ``span`` tokens instead of the default ``AUTO_SPAN``."""
-    pool = None if span is None else default_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=span)
+    pool = None if span is None else combined_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=span)
     return LookaheadDecoder(model, latency=latency, pool=pool, calibration_dir=calibration_dir)
 
 

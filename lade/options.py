@@ -13,7 +13,10 @@ from lade.autotune import is_auto
 from lade.interfaces import NGramPool, Proposer
 from lade.priors import DEFAULT_PRIORS, PlannerPriors
 from pools.bucket import BucketedNGramPool
+from pools.combined import CombinedPool
 from pools.eviction import LRUEviction
+from pools.suffix_tree import SuffixTreePool
+from pools.token_recycling import TokenRecyclingPool
 
 # What "auto" searches up to: the lookahead branch's W and the pool's n-gram size and candidates.
 AUTO_WINDOW = 15
@@ -21,6 +24,7 @@ AUTO_WINDOWS = (1, 2, 3, 5, 7, 10, 15)  # branch sizes an auto window chooses am
 AUTO_NGRAM = 6
 AUTO_SPAN = 10  # candidate tokens an auto pool stores from the text (N-1 from the branch)
 AUTO_GUESS = 7
+DRAFT_SOURCES = ("lookahead", "suffix_tree", "token_recycling")  # the sources of ``combined_pool``
 
 
 def positive_int(name: str, value, minimum: int) -> int:
@@ -65,6 +69,45 @@ def default_pool(ngram: int, capacity: int, auto: bool, span: int | None = None)
         seed_output=auto,
         span=span,
     )
+
+
+def combined_pool(
+    ngram: int,
+    guess: int,
+    auto: bool,
+    nodes: int | None = None,
+    only: str | None = None,
+    merged: bool = True,
+    persistent: bool = False,
+    span: int | None = None,
+) -> CombinedPool:
+    """Every draft source behind one pool (``pools.CombinedPool``): the n-gram pool the branch fills
+    (``default_pool``), a suffix tree over the call's text and Token Recycling's table of runner-up
+    tokens. ``auto``: auto's sources (candidates of up to ``AUTO_SPAN`` text tokens, verified as far as
+    they pay); else candidates of at most N-1 tokens, for fixed W, N, G. The default pool of a fully
+    auto decoder (``resolve``): on every committed draft-ablation cell it was never significantly slower
+    than the n-gram pool alone and faster on 10 of 28 (``experiments/results/draft_ablation``).
+
+    Args:
+        ngram, guess: N and G (per-key capacity of the n-gram pool).
+        nodes: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree.
+        only: just that source (one of ``DRAFT_SOURCES``), planned the same way, so the combination is
+            compared with each of its own sources alone.
+        merged: the planner may also verify the sources' candidates together (``MergedSources``).
+        persistent: Token Recycling's table is kept across ``generate`` calls, as the paper keeps it
+            across queries; the decoder then changes with each call (off by default: a call never
+            changes a decoder, so calls from two threads do not interfere).
+        span: with ``auto``, the text candidates' length instead of ``AUTO_SPAN`` (an ablation).
+    """
+    span = (AUTO_SPAN if span is None else span) if auto else None
+    sources = {
+        "lookahead": lambda: default_pool(ngram, guess, auto=auto, span=span),
+        "suffix_tree": lambda: SuffixTreePool(ngram, span=span),
+        "token_recycling": lambda: TokenRecyclingPool(ngram, nodes=nodes, persistent=persistent),
+    }
+    if only is not None and only not in sources:
+        raise ValueError(f"unknown draft source {only!r}; one of {sorted(sources)}")
+    return CombinedPool({name: make() for name, make in sources.items() if only in (None, name)}, merged)
 
 
 @dataclass(frozen=True)
@@ -121,8 +164,9 @@ def resolve(
     priors: PlannerPriors | None = None,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
-    ``DecodingOptions``), and the pool to use: the given one, or the default pool when ``pool`` is None
-    (``default_pool``; an auto N also stores longer copies from the text, verified as far as they pay)."""
+    ``DecodingOptions``), and the pool to use: the given one, or when ``pool`` is None the default:
+    every draft source (``combined_pool``) when all of W, N, G are auto, else ``default_pool`` (an
+    auto N also stores longer copies from the text, verified as far as they pay)."""
     auto_window, auto_ngram, auto_guess = (is_auto(v) for v in (window, ngram, guess))
     if auto_window and proposer is not None:
         window = getattr(proposer, "window", AUTO_WINDOW)
@@ -131,7 +175,9 @@ def resolve(
         ngram = getattr(proposer, "ngram", None) or getattr(pool, "ngram", None) or AUTO_NGRAM
     ngram = positive_int("ngram", ngram, 2)
     guess = AUTO_GUESS if auto_guess else positive_int("guess", guess, 0)
-    if pool is None:
+    if pool is None and auto_window and auto_ngram and auto_guess:
+        pool = combined_pool(ngram, guess, auto=True)
+    elif pool is None:
         auto = auto_window or auto_ngram or auto_guess
         pool = default_pool(ngram, guess, auto, AUTO_SPAN if auto_ngram else None)
     for role, component in (("proposer", proposer), ("pool", pool)):

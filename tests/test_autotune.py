@@ -369,7 +369,7 @@ def test_the_decoders_planner_priors_reach_each_calls_planner():
     decoder = LookaheadDecoder(model, planner_priors=priors, latency=STEEP)
     decoder.proposer.start(torch.tensor([1, 2, 3]))
     chooser = new_planner(decoder.options, STEEP, decoder.proposer, None, decoder.pool)
-    assert [p.priors for p in chooser.planners] == [priors]
+    assert [p.priors for p in chooser.planners] == [priors] * 4  # each source, and all of them merged
     assert LookaheadDecoder(model, latency=STEEP).options.priors == PlannerPriors()
 
 

@@ -11,9 +11,9 @@ from lade import LookaheadDecoder
 from lade.autotune import Planner
 from lade.calibration import LatencyModel
 from lade.config import validate
-from lade.options import default_pool
+from lade.options import AUTO_SPAN, DRAFT_SOURCES, combined_pool, default_pool
 from lade.source_choice import SourceChooser
-from pools import CombinedPool, PromptLookupPool, SuffixTreePool, TokenRecyclingPool
+from pools import BucketedNGramPool, CombinedPool, PromptLookupPool, SuffixTreePool, TokenRecyclingPool
 from pools.combined import draft_names, draft_sources
 from tests.conftest import ARCHITECTURES, hf_greedy, prompt
 from tests.test_batch import hf_batched, left_padded
@@ -139,3 +139,33 @@ def test_the_combination_from_the_sweep_config():
     assert isinstance(pool, CombinedPool)
     assert pool.names == ("lookahead", "suffix_tree", "token_recycling")
     assert cfg.lookahead.window == "auto" and pool.span == 10
+
+
+def test_a_fully_auto_decoder_defaults_to_every_source_started_afresh_each_call(tiny_models):
+    """``LookaheadDecoder(model)`` verifies whichever draft source pays (``combined_pool``), with
+    nothing kept from call to call: two identical calls take the same steps, and match HF greedy."""
+    model = tiny_models("llama", "sdpa")
+    decoder = LookaheadDecoder(model, latency=FLAT)
+    assert isinstance(decoder.pool, CombinedPool) and decoder.pool.names == DRAFT_SOURCES
+    assert decoder.pool.merged and not decoder.pool.persistent
+    ids = prompt("repetitive", 4, length=24)
+    first, second = (decoder.generate(ids, max_new_tokens=40, eos_token_id=[]) for _ in range(2))
+    assert torch.equal(first.sequences, hf_greedy(model, ids, 40))
+    assert torch.equal(second.sequences, first.sequences)
+    assert second.metrics.step_sources == first.metrics.step_sources
+    assert len(decoder.pool.sources["token_recycling"]) == 0  # the decoder's own table stays empty
+    # any W, N or G fixed: the n-gram pool alone, as before
+    for partial in (LookaheadDecoder(model, 7, 5, "auto"), LookaheadDecoder(model, 3, 6, 6)):
+        assert isinstance(partial.pool, BucketedNGramPool)
+
+
+def test_combined_pool_options():
+    assert combined_pool(6, 7, auto=True, persistent=True).persistent
+    assert combined_pool(6, 7, auto=True, only="suffix_tree").names == ("suffix_tree",)
+    assert not combined_pool(6, 7, auto=True, only="suffix_tree").merged  # one source: nothing to merge
+    fixed, auto = combined_pool(5, 7, auto=False), combined_pool(6, 7, auto=True)
+    assert fixed.sources["lookahead"].span == fixed.sources["suffix_tree"].span == 4  # N-1 tokens
+    assert auto.sources["lookahead"].span == auto.sources["suffix_tree"].span == AUTO_SPAN
+    assert combined_pool(6, 7, auto=True, span=5).sources["suffix_tree"].span == 5
+    with pytest.raises(ValueError, match="unknown draft source 'ngram'"):
+        combined_pool(6, 7, auto=True, only="ngram")

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from lade.config import ConfigError, register_schemas, validate
 from lade.data import Prompt
 from lade.interfaces import EvictionPolicy, NGramPool, Proposer, Verifier
+from lade.options import DRAFT_SOURCES, resolve
 from lade.sweep import CONFIG_DIR
 
 SPEC_BENCH = Path("../shared/data/spec_bench/question.jsonl")
@@ -203,7 +204,15 @@ def test_auto_experiment_matches_the_python_default():
     cfg = compose_config("experiment=auto")
     assert (cfg.lookahead.window, cfg.lookahead.ngram, cfg.lookahead.guess) == ("auto",) * 3
     pool = validate(compose_config("experiment=auto", "data.limit=1")).pool
-    assert pool.key_length == 3 and pool.seed_prompt and pool.seed_output
+    default = resolve("auto", "auto", "auto", None, None)[1]  # LookaheadDecoder(model).pool
+    assert pool.names == default.names == DRAFT_SOURCES and pool.merged and default.merged
+    assert not pool.persistent and not default.persistent  # a call never changes the decoder
+    for name in DRAFT_SOURCES:
+        ours, theirs = pool.sources[name], default.sources[name]
+        assert type(ours) is type(theirs)
+        assert ours.span == theirs.span == 10 or name == "token_recycling"
+    lookahead = pool.sources["lookahead"]
+    assert lookahead.key_length == 3 and lookahead.seed_prompt and lookahead.seed_output
 
 
 def test_sampling_controls_default_to_the_models_generation_config_as_generate_does():

@@ -6,6 +6,7 @@ import torch
 import lade
 from lade.calibration import LatencyModel
 from lade.data import humaneval_prompts
+from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, default_pool
 
 pytestmark = pytest.mark.slow
 
@@ -99,11 +100,16 @@ def test_generate_parity_on_a_real_checkpoint(smollm2):
 
 def test_auto_runs_the_branch_where_extra_tokens_are_nearly_free(smollm2):
     """On the step-cost curve measured for SmolLM2 in bf16 on a CPU with native bf16 (16 tokens cost
-    1.29x one token; issue 15), auto runs the lookahead branch, and its output stays HF greedy's."""
+    1.29x one token; issue 15), auto over the n-gram pool the branch fills runs the lookahead branch;
+    the default decoder (every draft source) compresses too; both outputs stay HF greedy's."""
     model, tokenizer = smollm2
     native_bf16 = LatencyModel((1, 8, 16, 32, 64), (0.022, 0.0253, 0.0284, 0.0359, 0.0537), context=256)
     ids = tokenizer(humaneval_prompts(1)[0], return_tensors="pt").input_ids
     reference = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=48)
-    result = lade.LookaheadDecoder(model, latency=native_bf16).generate(ids, max_new_tokens=48)
+    ngram_pool = default_pool(AUTO_NGRAM, AUTO_GUESS, auto=True, span=AUTO_SPAN)
+    branchy = lade.LookaheadDecoder(model, latency=native_bf16, pool=ngram_pool)
+    result = branchy.generate(ids, max_new_tokens=48)
     assert torch.equal(result.sequences, reference)
     assert result.metrics.branch_steps > 0 and result.metrics.compression_ratio > 1.0
+    result = lade.LookaheadDecoder(model, latency=native_bf16).generate(ids, max_new_tokens=48)
+    assert torch.equal(result.sequences, reference) and result.metrics.compression_ratio > 1.0
