@@ -19,15 +19,9 @@ from collections.abc import Callable
 
 import torch
 
-from lade.decoding import (
-    AUTO_GUESS,
-    AUTO_NGRAM,
-    LookaheadDecoder,
-    combined_pool,
-    default_pad_id,
-    default_pool,
-)
+from lade.decoding import AUTO_GUESS, AUTO_NGRAM, LookaheadDecoder, default_pad_id, default_pool
 from lade.divergence import row_logits
+from lade.options import combined_pool
 from strategies.plain import AutoregressiveProposer
 
 # (sequences [B, T + new], T) -> each row's new tokens: how a method reads its rows from ``generate``

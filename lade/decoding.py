@@ -25,15 +25,7 @@ from lade.executor import StepExecutor
 from lade.generation import CallSettings, check_against_model, resolve
 from lade.interfaces import NGramPool, Proposer, Verifier
 from lade.loop import decode
-from lade.options import (
-    AUTO_GUESS,
-    AUTO_NGRAM,
-    AUTO_SPAN,
-    AUTO_WINDOW,
-    combined_pool,
-    default_pool,
-    positive_int,
-)
+from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, AUTO_WINDOW, default_pool, positive_int
 from lade.options import resolve as resolve_options
 from lade.outputs import assemble
 from lade.priors import PlannerPriors
@@ -48,7 +40,6 @@ __all__ = [
     "LookaheadDecoder",
     "default_pad_id",
     "default_pool",
-    "combined_pool",
     "AUTO_GUESS",
     "AUTO_NGRAM",
     "AUTO_SPAN",
@@ -81,13 +72,10 @@ class LookaheadDecoder:
             verifies the candidates cut to the length predicted to pay best.
         guess: G, candidates verified per step (>= 0; 0 disables verification), or ``"auto"``: up to
             7, as many as predicted to pay, none (a plain step) when nothing is predicted to win.
-        proposer, pool, verifier: strategies; default Jacobi, greedy verification and, when all of
-            W, N, G are auto, every draft source (``lade.options.combined_pool``: the n-gram pool the
-            branch fills, a suffix tree over the call's text, Token Recycling's table), the planner
-            choosing among them step by step; otherwise a first-token pool with per-key capacity G,
-            LRU eviction and the prompt's n-grams seeded (and, when any of W, N, G is auto, the
-            output's too). Each call decodes with copies of the proposer and pool (a pool built
-            ``persistent`` is used itself and keeps what it learns).
+        proposer, pool, verifier: strategies; default Jacobi, greedy, and every draft source when
+            W, N, G are all auto (``lade.options.combined_pool``), else ``default_pool``. Each call
+            decodes with copies of the proposer and pool (a pool built ``persistent`` is used itself
+            and keeps what it learns).
         seed: seeds the default proposer's window initialisation.
         lean_logits: compute logits only at the rows that are read (the last token, the levels the
             proposer reads, the candidates) instead of at every step token.
