@@ -2,11 +2,15 @@
 library's plain loop and auto, greedy, plus HF sampling against the library's sampling under auto at
 T = 0.7 and 1.0, on HumanEval and the six Spec-Bench categories, test-split prompts, paired per prompt.
 
-    python experiments/benchmark.py                                   # SmolLM2 fp32, 20 prompts each
+    MKL_CBWR=AUTO python experiments/benchmark.py                     # SmolLM2 fp32, 20 prompts each
     python experiments/benchmark.py --dtype bfloat16
     python experiments/benchmark.py --model qwen2.5-coder-1.5b --dtype bfloat16 --limit 10 --max-new-tokens 64
     python experiments/benchmark.py --render                           # only re-render from the records
     python experiments/benchmark.py --phases sampling --temperatures 1.0 --recalibrate
+
+Float32 on an AMD CPU wants ``MKL_CBWR=AUTO`` set before Python starts (``lade.machine``: without it
+MKL makes every multi-token step dear, for auto and HF prompt lookup alike); each run's ``machine`` in
+``runs.jsonl`` says whether it was set.
 
 A run measures one model, dtype and token budget, a *setting*, into ``records/{model}-{dtype}-{tokens}/``:
 ``dev.csv`` (HF prompt lookup at K = 2, 3, 5, 10 on ``--dev-limit`` dev-split prompts, from which each
