@@ -6,7 +6,7 @@ T = 0.7 and 1.0, on HumanEval and the six Spec-Bench categories, test-split prom
     python experiments/benchmark.py --dtype bfloat16
     python experiments/benchmark.py --model qwen2.5-coder-1.5b --dtype bfloat16 --limit 10 --max-new-tokens 64
     python experiments/benchmark.py --render                           # only re-render from the records
-    python experiments/benchmark.py --phases sampling --temperatures 1.0 --recalibrate
+    MKL_CBWR=AUTO python experiments/benchmark.py --phases sampling --temperatures 1.0
 
 Float32 on an AMD CPU wants ``MKL_CBWR=AUTO`` set before Python starts (``lade.machine``: without it
 MKL makes every multi-token step dear, for auto and HF prompt lookup alike); each run's ``machine`` in
