@@ -28,10 +28,15 @@ class AcceptanceStats:
         self.max_length = max_length
         self.history = history
         self._pending: deque[tuple[int, list[tuple[int, ...]], list[bool]]] = deque()
-        self._records: deque[tuple[list[list[int]], list[list[int]]]] = deque()
+        # each record: per g = 1..G, the best match among the first g candidates, with and without
+        # the harvested ones (``_best_by_guess``)
+        self._records: deque[tuple[list[int], list[int]]] = deque()
         # running sums over the records of min(l, best of the first g), with and without harvested ones
         self._sum_all = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
         self._sum_seed = [[0] * (max_length + 1) for _ in range(max_guess + 1)]
+        # _ramp[b][l] = min(l, b): what a record whose best match is b adds at length l (precomputed:
+        # scoring runs for every source's records at every step)
+        self._ramp = [[min(cut, best) for cut in range(max_length + 1)] for best in range(max_length + 1)]
 
     def __len__(self) -> int:
         """Scored offers in the history."""
@@ -69,30 +74,29 @@ class AcceptanceStats:
         return table[g][cut] / len(self._records)
 
     def _add(self, matches: list[int], harvested: list[bool]) -> None:
-        record = (
-            self._contribution(matches),
-            self._contribution([m for m, h in zip(matches, harvested, strict=True) if not h]),
-        )
+        seed = [m for m, h in zip(matches, harvested, strict=True) if not h]
+        record = (self._best_by_guess(matches), self._best_by_guess(seed))
         self._apply(record, +1)
         self._records.append(record)
         if len(self._records) > self.history:
             self._apply(self._records.popleft(), -1)
 
-    def _contribution(self, matches: list[int]) -> list[list[int]]:
-        """[g][l] -> min(l, best match among the first g)."""
-        rows, best = [[0] * (self.max_length + 1)], 0
-        for g in range(1, self.max_guess + 1):
-            if g <= len(matches):
-                best = max(best, matches[g - 1])
-            rows.append([min(cut, best) for cut in range(self.max_length + 1)])
-        return rows
+    def _best_by_guess(self, matches: list[int]) -> list[int]:
+        """[G] the best match among the first g candidates, g = 1..G (cut to ``max_length``)."""
+        best_by_guess, best = [], 0
+        for g in range(self.max_guess):
+            if g < len(matches):
+                best = max(best, min(matches[g], self.max_length))
+            best_by_guess.append(best)
+        return best_by_guess
 
     def _apply(self, record, sign: int) -> None:
-        for table, rows in zip((self._sum_all, self._sum_seed), record, strict=True):
-            for g in range(1, self.max_guess + 1):
-                row, add = table[g], rows[g]
-                for cut in range(1, self.max_length + 1):
-                    row[cut] += sign * add[cut]
+        """Add (``sign`` +1) or remove (-1) a record's min(l, best of the first g) to the sums."""
+        for table, best_by_guess in zip((self._sum_all, self._sum_seed), record, strict=True):
+            for g, best in enumerate(best_by_guess, start=1):
+                if best:  # a record without a match adds nothing
+                    ramp = self._ramp[best]
+                    table[g] = [total + sign * add for total, add in zip(table[g], ramp, strict=True)]
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

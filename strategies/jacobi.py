@@ -6,6 +6,7 @@ import torch
 
 from lade.interfaces import Proposer
 from lade.types import LookaheadBranch, Verification
+from strategies.greedy import greedy_tokens
 
 
 class JacobiProposer(Proposer):
@@ -108,7 +109,7 @@ class JacobiProposer(Proposer):
     def _guess(self, logits: torch.Tensor) -> torch.Tensor:
         """New guesses [...] from logits [..., V]: argmax, or a sample with the call's generator."""
         if self.guesses == "argmax":
-            return logits.argmax(dim=-1).to(self._levels.device)
+            return greedy_tokens(logits).to(self._levels.device)
         probabilities = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
         drawn = torch.multinomial(probabilities.to(self._generator.device), 1, generator=self._generator)
         return drawn.view(logits.shape[:-1]).to(self._levels.device)

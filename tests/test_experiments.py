@@ -283,3 +283,27 @@ def test_blas_mode_measures_each_mode_in_its_own_process(tmp_path):
     markdown = (tmp_path / "blas_mode.md").read_text()
     assert "experiments/blas_mode.py --quick" in markdown
     assert "| tiny-random-llama | float32 | AUTO |" in markdown
+
+
+def test_step_costs_splits_each_step_and_summarises_it(tmp_path):
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        import step_costs
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+    methods = "auto,auto_only_suffix_tree,plain_loop,fixed_3_3_3"
+    quick = ["--model", "tiny-random-llama", "--datasets", "synthetic", "--limit", "2"]
+    step_costs.main([*quick, "--max-new-tokens", "12", "--methods", methods, "--out", str(tmp_path)])
+    steps, stages = pd.read_csv(tmp_path / "steps.csv"), pd.read_csv(tmp_path / "stages.csv")
+    assert sorted(set(steps["method"])) == sorted(methods.split(",")) and len(stages) == 2 * 4
+    # every call's steps commit its 12 tokens (a random model does not stop early)
+    assert (steps.groupby(["method", "prompt"])["committed"].sum() == 12).all()
+    assert steps.loc[steps["method"] == "plain_loop", "fed"].eq(1).all()
+    assert steps.loc[steps["method"].isin(["plain_loop", "fixed_3_3_3"]), "planned_s"].isna().all()
+    assert steps.loc[steps["method"].str.startswith("auto"), "planned_s"].gt(0).all()
+    table = step_costs.summary(steps, stages).set_index("method")
+    assert table.loc["plain_loop", "compression"] == 1.0
+    assert table["host_share"].between(0, 1).all()
+    assert (tmp_path / "summary.md").read_text().count("| synthetic |") >= 4
+    with pytest.raises(ValueError, match="unknown method"):
+        step_costs.build("fixed_3_3", None)

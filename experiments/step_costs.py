@@ -1,0 +1,175 @@
+"""Where auto's step time goes, beside what its planner priced: the forward time the latency curve
+predicted (``DecodingMetrics.planned_s``), the step's measured wall time (``step_times_s``) and the
+host work around the forward (``time_s`` stages: pool and plan, branch, verify, update, commit), and
+the tokens each step was expected to commit (``planned_tokens``) against those it committed, per
+method and per draft source chosen. The planner prices a step by its forward alone; this measures
+what that leaves out (issue 17: the combination against its sources alone).
+
+    python experiments/step_costs.py --dtype bfloat16 --datasets summarization,humaneval --limit 3
+    python experiments/step_costs.py --methods auto,auto_only_suffix_tree,plain_loop --split dev
+
+Methods: ``auto`` (the default decoder, every draft source), ``auto_only_{source}`` (auto's planner
+with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``plain_loop`` (the library's
+one-token loop), ``fixed_W_N_G`` (the paper's decoder at fixed W, N, G, e.g. ``fixed_7_5_7``). They
+alternate per prompt after one warm-up call each. Rows go to ``steps.csv``
+(one per step: method, dataset, prompt, step, source, fed, committed, planned_tokens, planned_s,
+step_s) and
+``stages.csv`` (one per call: seconds per stage) under ``--out``; ``summary.md`` is rendered from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
+from lade.decoding import LookaheadDecoder
+from lade.figures import markdown_table
+from lade.machine import cpu_description
+from lade.options import DRAFT_SOURCES, combined_pool
+from lade.types import STEP_STAGES
+from strategies import AutoregressiveProposer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build(name: str, model) -> LookaheadDecoder:
+    """The decoder a method names (see the module docstring)."""
+    if name == "auto":
+        return LookaheadDecoder(model)
+    if name == "plain_loop":
+        return LookaheadDecoder(model, 1, 2, 0, proposer=AutoregressiveProposer())
+    only = name.removeprefix("auto_only_")
+    if name.startswith("auto_only_") and only in DRAFT_SOURCES:
+        return LookaheadDecoder(model, pool=combined_pool(6, 7, auto=True, only=only))
+    sizes = name.removeprefix("fixed_").split("_")
+    if name.startswith("fixed_") and len(sizes) == 3 and all(size.isdigit() for size in sizes):
+        window, ngram, guess = (int(size) for size in sizes)
+        return LookaheadDecoder(model, window, ngram, guess)
+    raise ValueError(
+        f"unknown method {name!r}; one of auto, plain_loop, fixed_W_N_G, "
+        + ", ".join(f"auto_only_{source}" for source in DRAFT_SOURCES)
+    )
+
+
+def step_rows(metrics, method: str, dataset: str, prompt: int) -> list[dict]:
+    """One row per step of a call's metrics (``planned_s`` empty without a planner: the plain loop and
+    fixed W, N, G; ``source`` is the draft source verified where auto has several, else
+    ``one source`` or ``unplanned``)."""
+    steps = len(metrics.step_times_s)
+    planned = metrics.planned_s or [float("nan")] * steps
+    expected = metrics.planned_tokens or [float("nan")] * steps
+    sources = metrics.step_sources or ["unplanned" if not metrics.planned_s else "one source"] * steps
+    return [
+        {
+            "method": method,
+            "dataset": dataset,
+            "prompt": prompt,
+            "step": i,
+            "source": sources[i],
+            "fed": metrics.step_sizes[i],
+            "committed": metrics.tokens_per_step[i],
+            "planned_tokens": expected[i],
+            "planned_s": planned[i],
+            "step_s": metrics.step_times_s[i],
+        }
+        for i in range(steps)
+    ]
+
+
+def summary(steps: pd.DataFrame, stages: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and method: tokens/s over the steps, compression, fed per step, mean wall and planned
+    forward ms per step, measured forward over planned, host ms per step (the stages but forward) and
+    its share of the stages' time, and each host stage's ms per step."""
+    per_step = steps.groupby(["dataset", "method"]).agg(
+        steps=("step_s", "size"),
+        committed=("committed", "sum"),
+        step_s=("step_s", "sum"),
+        fed=("fed", "mean"),
+        planned_ms=("planned_s", lambda s: 1000 * s.mean()),
+    )
+    stage_sums = stages.groupby(["dataset", "method"])[list(STEP_STAGES)].sum()
+    table = per_step.join(stage_sums)
+    table["tokens_per_s"] = table["committed"] / table["step_s"]
+    table["compression"] = table["committed"] / table["steps"]
+    table["step_ms"] = 1000 * table["step_s"] / table["steps"]
+    table["forward_ms"] = 1000 * table["forward"] / table["steps"]
+    table["forward_over_planned"] = table["forward_ms"] / table["planned_ms"]
+    host = [stage for stage in STEP_STAGES if stage != "forward"]
+    table["host_ms"] = 1000 * table[host].sum(axis=1) / table["steps"]
+    table["host_share"] = table[host].sum(axis=1) / table[list(STEP_STAGES)].sum(axis=1)
+    for stage in host:
+        table[f"{stage}_ms"] = 1000 * table[stage] / table["steps"]
+    columns = ["steps", "tokens_per_s", "compression", "fed", "step_ms", "planned_ms", "forward_ms"]
+    columns += ["forward_over_planned", "host_ms", "host_share", *(f"{stage}_ms" for stage in host)]
+    return table[columns].round(3).reset_index()
+
+
+def by_source(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, method and the source each step verified (planned steps only): steps, fed, tokens
+    committed against the tokens planned, wall ms against planned ms."""
+    auto = steps[steps["planned_s"].notna()]
+    table = auto.groupby(["dataset", "method", "source"]).agg(
+        steps=("step_s", "size"),
+        fed=("fed", "mean"),
+        committed=("committed", "mean"),
+        planned_tokens=("planned_tokens", "mean"),
+        step_ms=("step_s", lambda s: 1000 * s.mean()),
+        planned_ms=("planned_s", lambda s: 1000 * s.mean()),
+    )
+    table["committed_over_planned"] = table["committed"] / table["planned_tokens"]
+    table["wall_over_planned"] = table["step_ms"] / table["planned_ms"]
+    return table.round(3).reset_index()
+
+
+def render(out: Path, header: str) -> str:
+    steps, stages = pd.read_csv(out / "steps.csv"), pd.read_csv(out / "stages.csv")
+    text = "\n\n".join([header, markdown_table(summary(steps, stages)), markdown_table(by_source(steps))])
+    (out / "summary.md").write_text(text + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_model_flags(parser)
+    parser.add_argument("--datasets", default="summarization,humaneval")
+    parser.add_argument("--methods", default="auto,auto_only_suffix_tree,auto_only_lookahead,plain_loop")
+    parser.add_argument("--split", default="dev", choices=["dev", "test"])
+    parser.add_argument("--limit", type=int, default=3, help="prompts per dataset")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--spec-bench", default=SPEC_BENCH, help="Spec-Bench question.jsonl")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "step_costs")
+    args = parser.parse_args(argv)
+
+    model, tokenizer = load_bench_model(args)
+    methods = split_list(args.methods)
+    decoders = {name: build(name, model) for name in methods}
+    eos = eos_ids(model)
+    steps, stages = [], []
+    with torch.inference_mode():
+        for dataset in split_list(args.datasets):
+            prompts = load_prompts(dataset, tokenizer, args.limit, args.spec_bench, args.split)
+            for decoder in decoders.values():  # warm-up (and the latency curve, measured once)
+                decoder.generate(prompts[0], max_new_tokens=16, eos_token_id=eos)
+            for i, ids in enumerate(prompts):
+                for name in methods[i % len(methods) :] + methods[: i % len(methods)]:
+                    out = decoders[name].generate(ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
+                    steps += step_rows(out.metrics, name, dataset, i)
+                    stages.append({"method": name, "dataset": dataset, "prompt": i, **out.metrics.time_s})
+                args.out.mkdir(parents=True, exist_ok=True)  # written per prompt: a killed run keeps them
+                pd.DataFrame(steps).to_csv(args.out / "steps.csv", index=False)
+                pd.DataFrame(stages).to_csv(args.out / "stages.csv", index=False)
+                print(f"{dataset} prompt {i + 1}/{len(prompts)}", file=sys.stderr, flush=True)
+    command = "python experiments/step_costs.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    header = f"# Step costs\n\n`{command}` ({args.split} split). Machine: {cpu_description()}."
+    return render(args.out, header)
+
+
+if __name__ == "__main__":
+    print(main())
