@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 
 import pytest
 import torch
 
 from lade import LookaheadDecoder
-from lade.acceptance import AcceptanceStats
+from lade.acceptance import AcceptanceStats, common_prefix
 from lade.autotune import Planner, StepPlan
 from lade.calibration import LatencyModel, calibration_key, load_cached, measure, shape_drift, store
 from lade.model import load_model
@@ -221,6 +222,35 @@ def test_final_resolve_scores_partial_spans():
     stats.offer(0, [(4, 5, 6)], [False])
     stats.resolve([4, 5], final=True)
     assert stats.expected(1, 3) == 2
+
+
+def test_acceptance_sums_equal_a_naive_mean_over_the_window():
+    """The running sums (records added and evicted) against the definition, recomputed from the
+    last ``history`` scored offers: the mean of min(l, best match among the first g)."""
+    rng = random.Random(0)
+    for max_guess, max_length, history in [(1, 1, 1), (3, 4, 5), (7, 10, 16)]:
+        stats = AcceptanceStats(max_guess, max_length, history)
+        sequence = [rng.randint(0, 2) for _ in range(300)]
+        scored = []  # (matches, harvested) of every offer, in order
+        for position in range(250):
+            count = rng.randint(0, max_guess + 2)
+            candidates = [tuple(rng.randint(0, 2) for _ in range(rng.randint(1, 12))) for _ in range(count)]
+            harvested = [rng.random() < 0.3 for _ in candidates]
+            stats.offer(position, candidates, harvested)
+            stats.resolve(sequence[: position + 14])  # every offer so far is covered
+            if candidates:
+                kept = [c[:max_length] for c in candidates[:max_guess]]
+                matches = [common_prefix(c, sequence[position:]) for c in kept]
+                scored.append((matches, harvested[:max_guess]))
+            window = scored[-history:]
+            assert len(stats) == len(window)
+            for seed in (False, True):  # without the harvested candidates: the others, in order
+                counted = [[m for m, h in zip(ms, hs, strict=True) if not (seed and h)] for ms, hs in window]
+                for g in range(max_guess + 1):
+                    for cut in range(max_length + 1):
+                        naive = [min(cut, max(matches[:g], default=0)) for matches in counted]
+                        expected = sum(naive) / len(naive) if naive and g else 0.0
+                        assert stats.expected(g, cut, without_harvested=seed) == pytest.approx(expected)
 
 
 # ---------------------------------------------------------------------------- planner

@@ -1,9 +1,11 @@
 """Greedy verification: longest matching prefix plus the bonus token."""
 
+import pytest
 import torch
 
 from lade.types import Candidates
 from strategies import GreedyVerifier
+from strategies.greedy import greedy_tokens
 
 VOCAB = 10
 
@@ -54,3 +56,13 @@ def test_padding_is_never_accepted():
     two = Candidates(torch.tensor([[3, 3, 3], [3, 3, 3]]), lengths=(1, 2))
     out = GreedyVerifier().verify(logits_for([3] * 7), two)
     assert out.tokens == [3, 3, 3] and out.candidate_index == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_greedy_tokens_take_the_first_maximum_in_any_dtype(dtype):
+    """Reduced-precision logits are upcast before the argmax (as HF's greedy does): ties at the
+    maximum, common in bfloat16, still go to the first index, as a plain argmax gives them."""
+    logits = torch.tensor([[0.5, 2.0, 2.0, -1.0], [3.0, 1.0, 3.0, 3.0], [0.0, 0.0, 0.0, 0.0]], dtype=dtype)
+    assert greedy_tokens(logits).tolist() == [1, 0, 0] == logits.argmax(dim=-1).tolist()
+    noisy = torch.randn(64, 49152).to(dtype)
+    assert torch.equal(greedy_tokens(noisy), noisy.argmax(dim=-1))
