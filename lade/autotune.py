@@ -265,6 +265,8 @@ class Planner:
             return records[b].expected(min(g, available[b]), cut, without_harvested)
 
         def accepted(g: int, cut: int, without_harvested: bool) -> float:
+            if rows == 1:  # one sequence: its own acceptance (what combining one value gives)
+                return row_accepted(0, g, cut, without_harvested)
             return combine([row_accepted(b, g, cut, without_harvested) for b in counted])
 
         top = min(max(available), self.max_guess)
