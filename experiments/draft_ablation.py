@@ -27,7 +27,8 @@ with ``auto``), ``auto_ngram_pool`` (the former default: auto over the n-gram po
 prompt to prompt),
 ``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16),
 ``auto_combined_unmerged`` (the same without the sources' candidates taken together, so each step
-verifies one source's) and ``auto_only_{source}`` (the same planner with one of its sources alone:
+verifies one source's), ``auto_guess{G}`` (the default decoder with auto's G ceiling at G instead of
+7: ``guess_ceiling``) and ``auto_only_{source}`` (the same planner with one of its sources alone:
 ``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
 them).
 ``--versus METHOD[,METHOD...]`` adds each METHOD's speedup over each other library method, paired per
@@ -115,6 +116,9 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, nodes=nodes))
     if name == "auto_combined_unmerged":
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, merged=False))
+    if name.startswith("auto_guess") and name.removeprefix("auto_guess").isdigit():
+        ceiling = int(name.removeprefix("auto_guess"))
+        decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
     if name.startswith("auto_only_"):
         only = name.removeprefix("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))

@@ -71,7 +71,8 @@ class LookaheadDecoder:
             continuations of 10 tokens from the prompt and output (``AUTO_SPAN``), and each step
             verifies the candidates cut to the length predicted to pay best.
         guess: G, candidates verified per step (>= 0; 0 disables verification), or ``"auto"``: up to
-            7, as many as predicted to pay, none (a plain step) when nothing is predicted to win.
+            7 (or ``guess_ceiling``), as many as predicted to pay, none (a plain step) when nothing is
+            predicted to win.
         proposer, pool, verifier: strategies; default Jacobi, greedy, and every draft source when
             W, N, G are all auto (``lade.options.combined_pool``), else ``default_pool``. Each call
             decodes with copies of the proposer and pool (a pool built ``persistent`` is used itself
@@ -92,6 +93,8 @@ class LookaheadDecoder:
         planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
             the lookahead branch's gain and trial, the candidates' acceptance); default: tuned on
             development prompts.
+        guess_ceiling: with ``guess="auto"``, the most candidates a step may verify (default 7,
+            ``AUTO_GUESS``); the default pool's sources then keep and offer as many.
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -113,8 +116,9 @@ class LookaheadDecoder:
         learn_across_calls: bool = False,
         token_tree: bool = True,
         planner_priors: PlannerPriors | None = None,
+        guess_ceiling: int | None = None,
     ):
-        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors)
+        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors, guess_ceiling)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model

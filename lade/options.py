@@ -162,19 +162,26 @@ def resolve(
     learn_across_calls: bool = False,
     token_tree: bool = True,
     priors: PlannerPriors | None = None,
+    guess_ceiling: int | None = None,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
     ``DecodingOptions``), and the pool to use: the given one, or when ``pool`` is None the default:
     every draft source (``combined_pool``) when all of W, N, G are auto, else ``default_pool`` (an
-    auto N also stores longer copies from the text, verified as far as they pay)."""
+    auto N also stores longer copies from the text, verified as far as they pay). ``guess_ceiling``:
+    the most candidates an auto G verifies (default ``AUTO_GUESS``); only with ``guess="auto"``."""
     auto_window, auto_ngram, auto_guess = (is_auto(v) for v in (window, ngram, guess))
+    if guess_ceiling is not None and not auto_guess:
+        raise ValueError(f"guess_ceiling applies to guess='auto', not guess={guess!r}")
     if auto_window and proposer is not None:
         window = getattr(proposer, "window", AUTO_WINDOW)
     window = AUTO_WINDOW if is_auto(window) else positive_int("window", window, 1)
     if auto_ngram:
         ngram = getattr(proposer, "ngram", None) or getattr(pool, "ngram", None) or AUTO_NGRAM
     ngram = positive_int("ngram", ngram, 2)
-    guess = AUTO_GUESS if auto_guess else positive_int("guess", guess, 0)
+    if auto_guess:
+        guess = AUTO_GUESS if guess_ceiling is None else positive_int("guess_ceiling", guess_ceiling, 1)
+    else:
+        guess = positive_int("guess", guess, 0)
     if pool is None and auto_window and auto_ngram and auto_guess:
         pool = combined_pool(ngram, guess, auto=True)
     elif pool is None:

@@ -583,3 +583,23 @@ def test_auto_verifies_long_copies_from_the_text():
         result = decoder.generate(ids, max_new_tokens=60)
         assert result.sequences[0, ids.shape[1] :].tolist() == reference
     assert max(result.metrics.tokens_per_step) > AUTO_NGRAM
+
+
+def test_guess_ceiling_sets_how_many_candidates_auto_may_verify():
+    """``guess_ceiling`` raises (or lowers) auto's G: the planners, the candidates each source offers
+    and the n-gram pool's capacity follow it; the output stays the model's greedy one."""
+    model, _ = load_model("tiny-random-llama")
+    default, wider = (
+        LookaheadDecoder(model, latency=FLAT),
+        LookaheadDecoder(model, latency=FLAT, guess_ceiling=16),
+    )
+    assert default.options.guess == 7 and wider.options.guess == 16 and wider.options.auto_guess
+    assert wider.pool.sources["lookahead"].capacity == 16
+    ids = torch.randint(1, 128, (1, 9), generator=torch.Generator().manual_seed(5))
+    result = wider.generate(ids, max_new_tokens=40)
+    assert result.sequences[0, ids.shape[1] :].tolist() == greedy(model, ids, 40)
+    assert max(result.metrics.candidate_counts) <= 16
+    with pytest.raises(ValueError, match="guess_ceiling applies to guess='auto'"):
+        LookaheadDecoder(model, 7, 5, 7, guess_ceiling=16)
+    with pytest.raises(ValueError, match="guess_ceiling must be an integer >= 1"):
+        LookaheadDecoder(model, latency=FLAT, guess_ceiling=0)
