@@ -71,8 +71,7 @@ class LookaheadDecoder:
             continuations of 10 tokens from the prompt and output (``AUTO_SPAN``), and each step
             verifies the candidates cut to the length predicted to pay best.
         guess: G, candidates verified per step (>= 0; 0 disables verification), or ``"auto"``: up to
-            7 (or ``guess_ceiling``), as many as predicted to pay, none (a plain step) when nothing is
-            predicted to win.
+            ``guess_ceiling``, as many as predicted to pay, none (a plain step) when none would pay.
         proposer, pool, verifier: strategies; default Jacobi, greedy, and every draft source when
             W, N, G are all auto (``lade.options.combined_pool``), else ``default_pool``. Each call
             decodes with copies of the proposer and pool (a pool built ``persistent`` is used itself
@@ -81,8 +80,7 @@ class LookaheadDecoder:
         lean_logits: compute logits only at the rows that are read (the last token, the levels the
             proposer reads, the candidates) instead of at every step token.
         latency: forward latency vs tokens per step (``lade.calibration.LatencyModel``) for the auto
-            choices, which skips the measurement; default: measured on the first auto call (logged)
-            and cached per model, dtype and device.
+            choices; default: measured on the first auto call (logged), cached per model, dtype, device.
         calibration_dir: where measured latencies are cached (default ``~/.cache/lade/calibration``).
         shared_pool: in a batch, all rows read and fill one pool instead of a copy each (pools that
             follow one sequence, such as prompt lookup, cannot be shared).
@@ -91,10 +89,8 @@ class LookaheadDecoder:
         token_tree: feed the candidates as a token trie (shared prefixes once; ``lade.trie``), not as
             chains (the ablation): the same accepted tokens, fewer tokens fed.
         planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
-            the lookahead branch's gain and trial, the candidates' acceptance); default: tuned on
-            development prompts.
-        guess_ceiling: with ``guess="auto"``, the most candidates a step may verify (default 7,
-            ``AUTO_GUESS``); the default pool's sources then keep and offer as many.
+            the branch's gain and trial, the candidates' acceptance); default: tuned on dev prompts.
+        guess_ceiling: the most candidates an auto G verifies (default 7, ``AUTO_GUESS``).
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
