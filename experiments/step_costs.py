@@ -10,11 +10,11 @@ what that leaves out (issue 17: the combination against its sources alone).
 
 Methods: ``auto`` (the default decoder, every draft source), ``auto_only_{source}`` (auto's planner
 with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``plain_loop`` (the library's
-one-token loop), ``fixed_W_N_G`` (the paper's decoder at fixed W, N, G, e.g. ``fixed_7_5_7``). They
-alternate per prompt after one warm-up call each. Rows go to ``steps.csv``
-(one per step: method, dataset, prompt, step, source, fed, committed, planned_tokens, planned_s,
-step_s) and
-``stages.csv`` (one per call: seconds per stage) under ``--out``; ``summary.md`` is rendered from them.
+one-token loop), ``fixed_W_N_G`` (fixed W, N, G, e.g. the paper's ``fixed_7_5_7``; W=0: pool n-grams
+only; ``lade.bench_methods.config_decoder``). They alternate per prompt after one warm-up call each.
+Rows go to ``steps.csv`` (one per step: method, dataset, prompt, step, source, fed, committed,
+planned_tokens, planned_s, step_s) and ``stages.csv`` (one per call: seconds per stage) under
+``--out``; ``summary.md`` is rendered from them.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from lade.bench_methods import config_decoder, plain_decoder
 from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
 from lade.decoding import LookaheadDecoder
 from lade.figures import markdown_table
 from lade.machine import cpu_description
 from lade.options import DRAFT_SOURCES, combined_pool
 from lade.types import STEP_STAGES
-from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,14 +42,13 @@ def build(name: str, model) -> LookaheadDecoder:
     if name == "auto":
         return LookaheadDecoder(model)
     if name == "plain_loop":
-        return LookaheadDecoder(model, 1, 2, 0, proposer=AutoregressiveProposer())
+        return plain_decoder(model)
     only = name.removeprefix("auto_only_")
     if name.startswith("auto_only_") and only in DRAFT_SOURCES:
         return LookaheadDecoder(model, pool=combined_pool(6, 7, auto=True, only=only))
     sizes = name.removeprefix("fixed_").split("_")
     if name.startswith("fixed_") and len(sizes) == 3 and all(size.isdigit() for size in sizes):
-        window, ngram, guess = (int(size) for size in sizes)
-        return LookaheadDecoder(model, window, ngram, guess)
+        return config_decoder(model, *(int(size) for size in sizes))
     raise ValueError(
         f"unknown method {name!r}; one of auto, plain_loop, fixed_W_N_G, "
         + ", ".join(f"auto_only_{source}" for source in DRAFT_SOURCES)
