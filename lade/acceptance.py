@@ -37,6 +37,8 @@ class AcceptanceStats:
         # _ramp[b][l] = min(l, b): what a record whose best match is b adds at length l (precomputed:
         # scoring runs for every source's records at every step)
         self._ramp = [[min(cut, best) for cut in range(max_length + 1)] for best in range(max_length + 1)]
+        self._harvest_records = 0  # records whose best matches change without the harvested candidates
+        self._means: dict[bool, list[list[float]]] = {}  # ``means`` until the next record
 
     def __len__(self) -> int:
         """Scored offers in the history."""
@@ -65,6 +67,12 @@ class AcceptanceStats:
             matches = [common_prefix(c, actual) for c in candidates]
             self._add(matches, harvested)
 
+    @property
+    def harvest_matters(self) -> bool:
+        """Whether leaving the harvested candidates out changes ``expected`` (else the two are equal:
+        no record in the history has a harvested candidate that matched better than the others)."""
+        return self._harvest_records > 0
+
     def expected(self, guesses: int, length: int, without_harvested: bool = False) -> float:
         """Mean accepted candidate tokens for the first ``guesses`` candidates cut to ``length``."""
         if not self._records or guesses == 0:
@@ -73,13 +81,27 @@ class AcceptanceStats:
         g, cut = min(guesses, self.max_guess), min(length, self.max_length)
         return table[g][cut] / len(self._records)
 
+    def means(self, without_harvested: bool = False) -> list[list[float]]:
+        """[G + 1][L + 1]: ``expected(g, l)`` for every g and l at once (the planner reads them all, and
+        several times a step: computed once per record)."""
+        if without_harvested not in self._means:
+            table = self._sum_seed if without_harvested else self._sum_all
+            count = max(1, len(self._records))  # no records: the sums are zeros
+            means = [[total / count for total in sums] for sums in table[1:]]
+            self._means[without_harvested] = [[0.0] * (self.max_length + 1), *means]  # g = 0: nothing
+        return self._means[without_harvested]
+
     def _add(self, matches: list[int], harvested: list[bool]) -> None:
         seed = [m for m, h in zip(matches, harvested, strict=True) if not h]
         record = (self._best_by_guess(matches), self._best_by_guess(seed))
+        self._means.clear()
         self._apply(record, +1)
         self._records.append(record)
+        self._harvest_records += record[0] != record[1]
         if len(self._records) > self.history:
-            self._apply(self._records.popleft(), -1)
+            dropped = self._records.popleft()
+            self._apply(dropped, -1)
+            self._harvest_records -= dropped[0] != dropped[1]
 
     def _best_by_guess(self, matches: list[int]) -> list[int]:
         """[G] the best match among the first g candidates, g = 1..G (cut to ``max_length``)."""

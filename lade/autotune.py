@@ -219,6 +219,7 @@ class Planner:
         context: int | None = None,
         behind: Sequence[bool] | None = None,
         fed: Sequence[Sequence[int]] | None = None,
+        pricer=None,
     ) -> StepPlan:
         """The best plan when the pool offers ``available`` candidates of class ``confidence`` (one
         value, or one per row of a batch), with ``context`` tokens in the cache (latency grows with
@@ -232,7 +233,10 @@ class Planner:
         throughput of a batch whose finished rows are replaced at once).
 
         ``fed[g][l]``: the tokens per row a step verifying (g, l) feeds (``lade.trie.trie_sizes``:
-        candidates merged into a trie feed shared prefixes once); default g * l (chains)."""
+        candidates merged into a trie feed shared prefixes once); default g * l (chains).
+
+        ``pricer``: the step's ``step_pricer`` for these rows and ``context``, when several planners
+        price the same step (``lade.source_choice``); default: one of this planner's own."""
         available = [available] if isinstance(available, int) else list(available)
         if isinstance(confidence, int):
             confidence = [confidence] * len(available)
@@ -243,10 +247,7 @@ class Planner:
         records = [r.records(c, self.min_records) for r, c in zip(self._rows, confidence, strict=True)]
         window_options = (0, *self.windows) if self.auto_window else (self.window,)
 
-        seconds_for = step_pricer(self.latency, self.batch_latency, rows, context)
-
-        def step_seconds(g: int, cut: int, extra: int) -> float:  # (g, l) verified beside ``extra``
-            return seconds_for(1 + (g * cut if fed is None else fed[g][cut]) + extra)
+        seconds_for = pricer or step_pricer(self.latency, self.batch_latency, rows, context)
 
         plain_seconds = seconds_for(1)
         plain_rate = rows / plain_seconds
@@ -262,7 +263,7 @@ class Planner:
                 return 0.0
             if not trusted[b]:
                 return self._prior_by_length[cut]
-            return records[b].expected(min(g, available[b]), cut, without_harvested)
+            return records[b].means(without_harvested)[min(g, available[b])][cut]  # g <= G, l <= N-1
 
         def accepted(g: int, cut: int, without_harvested: bool) -> float:
             if rows == 1:  # one sequence: its own acceptance (what combining one value gives)
@@ -272,10 +273,12 @@ class Planner:
         top = min(max(available), self.max_guess)
         predicted = any(trusted) or self.priors.candidate > 0  # records, or the prior, predict acceptance
         allowed = list(candidate_shapes(top, self.max_length, self.auto_guess, self.auto_length, predicted))
-        # (g, l) -> expected accepted tokens without the branch's harvests: what the candidates give
-        # in the long run whatever the branch does (its harvests are credited as its gain)
-        shapes = {(g, cut): accepted(g, cut, True) for g, cut in allowed}
-        most_accepted = max(shapes.values())
+        # (g, l) -> tokens a step verifying it feeds, the root included
+        sizes = {(g, cut): 1 + (g * cut if fed is None else fed[g][cut]) for g, cut in allowed}
+        # expected accepted tokens without the branch's harvests: what the candidates give in the long
+        # run whatever the branch does (its harvests are credited as its gain)
+        shapes = best_by_size(sizes, lambda g, cut: accepted(g, cut, True))
+        most_accepted = max(tokens for _, _, tokens in shapes)
         best_by_window: dict[int, StepPlan] = {}
         best_rate = 0.0
         for window in window_options:
@@ -285,8 +288,8 @@ class Planner:
             if window and (rows + most_accepted + gain) / seconds_for.floor(1 + extra) <= best_rate:
                 continue  # even its best case loses: skip its shapes (keeps the plan cheap on a CPU)
             top, top_rate = None, 0.0
-            for (g, cut), tokens in shapes.items():
-                seconds = step_seconds(g, cut, extra)
+            for size, (g, cut), tokens in shapes:
+                seconds = seconds_for(size + extra)
                 rate = (rows + tokens + gain) / seconds
                 if rate > top_rate:
                     top, top_rate = (g, cut, rows + tokens + gain, seconds), rate
@@ -302,8 +305,9 @@ class Planner:
         if can_be_plain and best.rate < plain_rate * self.margin:
             best = plain
         elif best.guesses or best.branch:
-            offered = {(g, cut): accepted(g, cut, False) for g, cut in allowed}
-            best = offered_shape(best, offered, step_seconds, rows, self.branch_levels)
+            harvests = any(trusted[b] and records[b].harvest_matters for b in counted)
+            offered = best_by_size(sizes, lambda g, cut: accepted(g, cut, False)) if harvests else shapes
+            best = offered_shape(best, offered, seconds_for, rows, self.branch_levels)
         return best
 
     def adopt(self, plan: StepPlan) -> StepPlan:
@@ -323,8 +327,10 @@ def step_pricer(latency: LatencyModel, batch_latency, rows: int, context: int | 
     """``seconds_for(size)``: one step of ``size`` tokens per row for ``rows`` rows after ``context``
     cached tokens (``latency``, or ``batch_latency(rows, size, context)`` for batches when set), each
     size priced once (many (W, g, l) feed the same number of tokens); ``seconds_for.floor(size)``: the
-    least any step of ``size`` or more tokens per row costs (a larger step may cost less)."""
+    least any step of ``size`` or more tokens per row costs (a larger step may cost less), each size
+    bounded once."""
     priced: dict[int, float] = {}
+    floors: dict[int, float] = {}
     batched = rows > 1 and batch_latency is not None
 
     def seconds_for(size: int) -> float:
@@ -333,32 +339,45 @@ def step_pricer(latency: LatencyModel, batch_latency, rows: int, context: int | 
         return priced[size]
 
     def floor(size: int) -> float:
-        return batch_latency.floor(rows, size, context) if batched else latency.floor(rows * size, context)
+        if size not in floors:
+            if batched:
+                floors[size] = batch_latency.floor(rows, size, context)
+            else:
+                floors[size] = latency.floor(rows * size, context)
+        return floors[size]
 
     seconds_for.floor = floor
     return seconds_for
 
 
-def offered_shape(chosen: StepPlan, offered: dict, step_seconds, rows: int, branch_levels: int) -> StepPlan:
+def best_by_size(sizes: dict, accepted) -> list[tuple[int, tuple[int, int], float]]:
+    """For each number of tokens fed, the shape (g, l) of ``sizes`` (shape -> tokens fed, in order of
+    preference) whose ``accepted(g, l)`` is the highest, the first such: a step's rate depends on the
+    tokens it feeds and accepts alone, so no other shape can be the best. Returns (tokens fed,
+    (g, l), accepted) per size, in the order of preference."""
+    best: dict[int, tuple[int, int, tuple[int, int], float]] = {}
+    for rank, (shape, size) in enumerate(sizes.items()):
+        tokens = accepted(*shape)
+        if size not in best or tokens > best[size][3]:
+            best[size] = (rank, size, shape, tokens)
+    return [item[1:] for item in sorted(best.values())]
+
+
+def offered_shape(chosen: StepPlan, offered: list, seconds_for, rows: int, branch_levels: int) -> StepPlan:
     """With the branch decided (``chosen``'s), the shape (g, l) that verifies the most tokens per
-    second from what the pool offers now (``offered``: (g, l) -> expected accepted tokens), the
-    branch's harvests included. The choice of the branch leaves them out (its gain stands for
-    them); choosing the shape that way would verify none of them where the other candidates
-    fail, and the branch would run for nothing. ``step_seconds(g, l, extra)``: a step verifying (g, l)
-    beside ``extra`` branch tokens."""
+    second from what the pool offers now (``offered``: (tokens fed, (g, l), expected accepted tokens)
+    per shape considered, in order of preference at equal rates), the branch's harvests included. The
+    choice of the branch leaves them out (its gain stands for them); choosing the shape that way would
+    verify none of them where the other candidates fail, and the branch would run for nothing.
+    ``seconds_for(size)``: a step feeding ``size`` tokens, the branch's included."""
     extra = chosen.window * branch_levels if chosen.branch else 0
-
-    def rate(item) -> float:
-        (g, cut), tokens = item
-        return (rows + tokens) / step_seconds(g, cut, extra)
-
-    (g, cut), tokens = max(offered.items(), key=rate)
+    size, (g, cut), tokens = max(offered, key=lambda item: (rows + item[2]) / seconds_for(item[0] + extra))
     return replace(
         chosen,
         guesses=g,
         length=cut,
         predicted_tokens=rows + tokens,
-        predicted_seconds=step_seconds(g, cut, extra),
+        predicted_seconds=seconds_for(size + extra),
     )
 
 

@@ -75,6 +75,17 @@ class LatencyModel:
         return near + (far - near) * (context - self.context) / (self.longer.context - self.context)
 
     def _curve(self, size: int) -> float:
+        memo = self._priced
+        if size not in memo:
+            memo[size] = self._interpolate(size)
+        return memo[size]
+
+    @functools.cached_property
+    def _priced(self) -> dict[int, float]:
+        """This curve's seconds per size asked so far (the planner prices the same sizes every step)."""
+        return {}
+
+    def _interpolate(self, size: int) -> float:
         sizes, seconds = self.sizes, self.seconds
         if size <= sizes[0] or len(sizes) == 1:
             return seconds[0] if size <= sizes[0] else seconds[0] * size / sizes[0]

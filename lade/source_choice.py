@@ -9,7 +9,8 @@ curve); the step runs the plan with the highest predicted rate, and only the cho
 state advances as having run. A source the branch does not feed (``NGramPool.fed_by_branch``) has a
 planner without a branch, so the branch runs only for the sources whose candidates it grows.
 
-An ordinary pool is one source: the chooser then just runs its planner's plan.
+An ordinary pool is one source: the chooser then just runs its planner's plan. The planners share
+one latency curve, so a step's prices are computed once for all of them (``step_pricer``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lade.acceptance import AcceptanceStats
-from lade.autotune import Planner, StepPlan
+from lade.autotune import Planner, StepPlan, step_pricer
 
 NOT_RUN = StepPlan(False, 0, 1, 0.0, 1.0)  # what a planner whose source was not chosen is told ran
 
@@ -31,6 +32,7 @@ class SourceChooser:
             raise ValueError("a source chooser needs at least one planner")
         self.planners = list(planners)
         self.chosen: list[int] = []  # the source each step verified, in step order (for the metrics)
+        self._pricer = None  # this step's prices, shared by the planners until ``adopt``
 
     @property
     def stats(self) -> AcceptanceStats:
@@ -45,10 +47,12 @@ class SourceChooser:
     def batch_latency(self, curve) -> None:
         for planner in self.planners:
             planner.batch_latency = curve
+        self._pricer = None
 
     def start(self, rows: int = 1) -> None:
         """A call of ``rows`` rows begins (``Planner.start`` of every source)."""
         self.chosen = []
+        self._pricer = None
         for planner in self.planners:
             planner.start(rows)
 
@@ -65,15 +69,29 @@ class SourceChooser:
         for planner in self.planners:
             planner.resolve(sequence, final, row)
 
-    def choose(self, source: int, *args, **kwargs) -> StepPlan:
-        """``Planner.choose`` of ``source``'s planner (no state changes)."""
-        return self.planners[source].choose(*args, **kwargs)
+    def choose(
+        self,
+        source: int,
+        available: int | Sequence[int],
+        confidence: int | Sequence[int] = 0,
+        context: int | None = None,
+        behind: Sequence[bool] | None = None,
+        fed: Sequence[Sequence[int]] | None = None,
+    ) -> StepPlan:
+        """``Planner.choose`` of ``source``'s planner (no planner state changes), pricing the step with
+        the prices the step's other planners computed (the rows and ``context`` are the same)."""
+        if self._pricer is None:
+            rows = 1 if isinstance(available, int) else len(available)
+            first = self.planners[0]
+            self._pricer = step_pricer(first.latency, first.batch_latency, rows, context)
+        return self.planners[source].choose(available, confidence, context, behind, fed, pricer=self._pricer)
 
     def adopt(self, plans: Sequence[StepPlan]) -> int:
         """The step runs the best of ``plans`` (one per source, from ``choose``): the index of its
         source. Every planner is told what ran for it (the chosen plan, or ``NOT_RUN``)."""
         if len(plans) != len(self.planners):
             raise ValueError(f"{len(plans)} plans for {len(self.planners)} sources")
+        self._pricer = None  # the next step prices afresh
         best = max(range(len(plans)), key=lambda s: (plans[s].rate, -s))
         for source, planner in enumerate(self.planners):
             planner.adopt(plans[source] if source == best else NOT_RUN)

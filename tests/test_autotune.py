@@ -251,6 +251,15 @@ def test_acceptance_sums_equal_a_naive_mean_over_the_window():
                         naive = [min(cut, max(matches[:g], default=0)) for matches in counted]
                         expected = sum(naive) / len(naive) if naive and g else 0.0
                         assert stats.expected(g, cut, without_harvested=seed) == pytest.approx(expected)
+                        assert stats.means(seed)[g][cut] == pytest.approx(expected)  # all at once
+            # leaving the harvested candidates out changes some record's best match (at some g)
+            seeds = [[m for m, h in zip(ms, hs, strict=True) if not h] for ms, hs in window]
+            changed = any(
+                max(ms[:g], default=0) != max(seed[:g], default=0)
+                for (ms, _), seed in zip(window, seeds, strict=True)
+                for g in range(1, max_guess + 1)
+            )
+            assert stats.harvest_matters == changed
 
 
 # ---------------------------------------------------------------------------- planner
@@ -265,6 +274,38 @@ def _trained(planner: Planner, matches: list[int], rounds: int = 20) -> Planner:
         planner.offer(0, offers, [False] * len(offers))
         planner.resolve(truth)
     return planner
+
+
+def test_the_plan_is_the_best_of_every_shape_priced():
+    """The planner prices one shape per step size (the one accepting the most) and skips the pass
+    with the harvests where they change nothing: its plan must be what pricing every (g, l) gives,
+    the first of equal rates in (g, l) order, on a curve where larger steps may cost less."""
+    rng = random.Random(3)
+    for _ in range(40):
+        planner = Planner(DIPPING, window=0, branch_levels=4, max_guess=5, max_length=6, min_records=1)
+        truth = [rng.randint(0, 2) for _ in range(400)]
+        for position in range(0, 120, 3):
+            candidates = [tuple(rng.randint(0, 2) for _ in range(6)) for _ in range(rng.randint(1, 5))]
+            planner.offer(position, candidates, [rng.random() < 0.2 for _ in candidates])
+            planner.resolve(truth[: position + 3])
+        available = rng.randint(1, 5)
+        plan = planner.choose(available)
+        shapes = [(g, cut) for g in range(available + 1) for cut in ((6,) if g == 0 else range(1, 7))]
+
+        def rate(shape, without_harvested, stats=planner.stats):
+            g, cut = shape
+            return (1 + stats.expected(g, cut, without_harvested)) / DIPPING(1 + g * cut)
+
+        if max(rate(shape, True) for shape in shapes) < planner.margin / DIPPING(1):
+            assert plan.guesses == 0
+            continue
+        g, cut = max(shapes, key=lambda shape: rate(shape, False))
+        assert (plan.guesses, plan.length) == (g, cut) or g == 0 and plan.guesses == 0
+        assert plan.rate == pytest.approx(rate((g, cut), False))
+    # equal rates: (1, 3) and (3, 1) both feed 4 tokens and accept 1, the cheapest step here (4
+    # tokens cost less than 2 or 3 on this curve); the first in (g, l) order is the plan
+    planner = _trained(Planner(DIPPING, window=0, branch_levels=4, max_guess=3, max_length=3), [1, 0, 0])
+    assert (planner.choose(3).guesses, planner.choose(3).length) == (1, 3)
 
 
 def test_planner_falls_back_to_plain_when_nothing_is_accepted():

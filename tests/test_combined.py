@@ -20,6 +20,7 @@ from tests.test_batch import hf_batched, left_padded
 from tests.test_config import compose_config
 
 FLAT = LatencyModel((1, 1024), (1.0, 1.05))  # extra tokens nearly free: candidates pay when they hold
+STEEP = LatencyModel((1, 2, 4, 8, 16), (1.0, 1.1, 1.6, 1.9, 2.2))
 
 
 def every_source(ngram: int = 6, guess: int = 7) -> CombinedPool:
@@ -74,9 +75,9 @@ def test_sources_must_agree_on_ngram_and_be_pools():
         CombinedPool({})
 
 
-def trained_planner(accepted_tokens: int, window: int = 0) -> Planner:
+def trained_planner(accepted_tokens: int, window: int = 0, latency=FLAT) -> Planner:
     """A planner whose one-candidate offers were always accepted for ``accepted_tokens`` tokens."""
-    planner = Planner(FLAT, window=window, branch_levels=4, max_guess=1, max_length=4, min_records=4)
+    planner = Planner(latency, window=window, branch_levels=4, max_guess=1, max_length=4, min_records=4)
     planner.start(1)
     sequence = []
     for _ in range(12):
@@ -94,6 +95,34 @@ def test_the_source_with_the_highest_predicted_rate_is_verified():
     # a tie goes to the first source
     tied = SourceChooser([trained_planner(2), trained_planner(2)])
     assert tied.adopt([tied.choose(s, available=1) for s in range(2)]) == 0
+
+
+class CountingCurve:
+    """A latency curve that counts the sizes it is asked to price."""
+
+    def __init__(self, curve):
+        self.curve, self.priced = curve, 0
+
+    def __call__(self, size: int, context: int | None = None) -> float:
+        self.priced += 1
+        return self.curve(size, context)
+
+    def floor(self, size: int, context: int | None = None) -> float:
+        return self.curve.floor(size, context)
+
+
+def test_the_planners_of_a_step_share_its_prices_and_plan_as_alone():
+    curve = CountingCurve(STEEP)
+    planners = [trained_planner(accepted, window, curve) for accepted, window in ((1, 3), (3, 0), (2, 0))]
+    alone = [planner.choose(1, context=40) for planner in planners]  # each pricing on its own
+    priced_alone, curve.priced = curve.priced, 0
+    chooser = SourceChooser(planners)
+    assert [chooser.choose(s, available=1, context=40) for s in range(3)] == alone
+    assert 0 < curve.priced < priced_alone  # the sizes the first planner priced were not priced again
+    chooser.adopt(alone)
+    curve.priced = 0
+    chooser.choose(0, available=1, context=41)  # the next step (a longer context) prices afresh
+    assert curve.priced > 0
 
 
 def test_only_the_chosen_planner_counts_its_branch_as_run():
