@@ -33,6 +33,7 @@ class SourceChooser:
         self.planners = list(planners)
         self.chosen: list[int] = []  # the source each step verified, in step order (for the metrics)
         self._pricer = None  # this step's prices, shared by the planners until ``adopt``
+        self._priced_for = None  # the (rows, context) they are for
 
     @property
     def stats(self) -> AcceptanceStats:
@@ -79,11 +80,12 @@ class SourceChooser:
         fed: Sequence[Sequence[int]] | None = None,
     ) -> StepPlan:
         """``Planner.choose`` of ``source``'s planner (no planner state changes), pricing the step with
-        the prices the step's other planners computed (the rows and ``context`` are the same)."""
-        if self._pricer is None:
-            rows = 1 if isinstance(available, int) else len(available)
+        the prices the step's other planners computed (for the same rows and ``context``)."""
+        rows = 1 if isinstance(available, int) else len(available)
+        if self._pricer is None or self._priced_for != (rows, context):
             first = self.planners[0]
             self._pricer = step_pricer(first.latency, first.batch_latency, rows, context)
+            self._priced_for = (rows, context)
         return self.planners[source].choose(available, confidence, context, behind, fed, pricer=self._pricer)
 
     def adopt(self, plans: Sequence[StepPlan]) -> int:

@@ -119,9 +119,12 @@ def test_the_planners_of_a_step_share_its_prices_and_plan_as_alone():
     chooser = SourceChooser(planners)
     assert [chooser.choose(s, available=1, context=40) for s in range(3)] == alone
     assert 0 < curve.priced < priced_alone  # the sizes the first planner priced were not priced again
+    curve.priced = 0
+    chooser.choose(0, available=1, context=41)  # another context: priced afresh, even before adopt
+    assert curve.priced > 0
     chooser.adopt(alone)
     curve.priced = 0
-    chooser.choose(0, available=1, context=41)  # the next step (a longer context) prices afresh
+    chooser.choose(0, available=1, context=41)  # the next step prices afresh
     assert curve.priced > 0
 
 
