@@ -28,7 +28,8 @@ prompt to prompt),
 ``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16),
 ``auto_combined_unmerged`` (the same without the sources' candidates taken together, so each step
 verifies one source's), ``auto_guess{G}`` (the default decoder with auto's G ceiling at G instead of
-7: ``guess_ceiling``) and ``auto_only_{source}`` (the same planner with one of its sources alone:
+7: ``guess_ceiling``), ``auto_without_{source}`` (the default decoder less one of its sources) and
+``auto_only_{source}`` (the same planner with one of its sources alone:
 ``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
 them).
 ``--versus METHOD[,METHOD...]`` adds each METHOD's speedup over each other library method, paired per
@@ -62,10 +63,10 @@ from lade.bench_setup import (
 )
 from lade.decoding import LookaheadDecoder
 from lade.machine import cpu_description
-from lade.options import AUTO_SPAN, combined_pool, default_pool
+from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
-from pools import SuffixTreePool, TokenRecyclingPool
+from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,12 +120,23 @@ def build(name: str, model, options: dict, lookup_k: int | None):
     if name.startswith("auto_guess") and name.removeprefix("auto_guess").isdigit():
         ceiling = int(name.removeprefix("auto_guess"))
         decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
+    if name.startswith("auto_without_"):
+        left_out = name.removeprefix("auto_without_")
+        decoders[name] = lambda: LookaheadDecoder(model, pool=without_source(left_out))
     if name.startswith("auto_only_"):
         only = name.removeprefix("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)
+
+
+def without_source(left_out: str) -> CombinedPool:
+    """The default decoder's pool (every source, their candidates together too) less ``left_out``."""
+    sources = combined_pool(AUTO_NGRAM, AUTO_GUESS, auto=True).sources
+    if left_out not in sources:
+        raise ValueError(f"unknown draft source {left_out!r}; one of {sorted(sources)}")
+    return CombinedPool({name: source for name, source in sources.items() if name != left_out})
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
