@@ -83,7 +83,7 @@ class AcceptanceStats:
 
     def means(self, without_harvested: bool = False) -> list[list[float]]:
         """[G + 1][L + 1]: ``expected(g, l)`` for every g and l at once (the planner reads them all, and
-        several times a step: computed once per record)."""
+        several times a step: computed once per record, and shared, so not to be modified)."""
         if without_harvested not in self._means:
             table = self._sum_seed if without_harvested else self._sum_all
             count = max(1, len(self._records))  # no records: the sums are zeros
