@@ -24,10 +24,10 @@ def child(model_name: str, method: str, new_tokens: int) -> dict:
     """Run one method in this process; return its figures."""
     import torch
 
+    from lade.bench_methods import config_decoder, plain_decoder
     from lade.data import humaneval_prompts
     from lade.decoding import LookaheadDecoder
     from lade.model import load_model
-    from strategies.plain import AutoregressiveProposer
 
     model, tokenizer = load_model(model_name)
     if tokenizer is not None:
@@ -35,13 +35,13 @@ def child(model_name: str, method: str, new_tokens: int) -> dict:
     else:
         ids = torch.arange(1, 40)[None] % model.config.vocab_size
     if method == "plain":
-        decoder = LookaheadDecoder(model, 1, 2, 0, proposer=AutoregressiveProposer())
+        decoder = plain_decoder(model)
     elif method == "auto":
         decoder = LookaheadDecoder(model)
         decoder.calibrate()  # cached after the first run; not part of the generation's memory
     else:
         window, ngram, guess = (int(x) for x in method.split(","))
-        decoder = LookaheadDecoder(model, window, ngram, guess)
+        decoder = config_decoder(model, window, ngram, guess)
     loaded = rss_mib()
     started = time.perf_counter()
     result = decoder.generate(ids, max_new_tokens=new_tokens, eos_token_id=[])
