@@ -66,7 +66,7 @@ from lade.machine import cpu_description
 from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
-from pools import CombinedPool, SuffixTreePool, TokenRecyclingPool
+from pools import SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,21 +122,14 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
     if name.startswith("auto_without_"):
         left_out = name.removeprefix("auto_without_")
-        decoders[name] = lambda: LookaheadDecoder(model, pool=without_source(left_out))
+        pool = partial(combined_pool, AUTO_NGRAM, AUTO_GUESS, auto=True, without=left_out)
+        decoders[name] = lambda: LookaheadDecoder(model, pool=pool())
     if name.startswith("auto_only_"):
         only = name.removeprefix("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)
-
-
-def without_source(left_out: str) -> CombinedPool:
-    """The default decoder's pool (every source, their candidates together too) less ``left_out``."""
-    sources = combined_pool(AUTO_NGRAM, AUTO_GUESS, auto=True).sources
-    if left_out not in sources:
-        raise ValueError(f"unknown draft source {left_out!r}; one of {sorted(sources)}")
-    return CombinedPool({name: source for name, source in sources.items() if name != left_out})
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:

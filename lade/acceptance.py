@@ -75,11 +75,7 @@ class AcceptanceStats:
 
     def expected(self, guesses: int, length: int, without_harvested: bool = False) -> float:
         """Mean accepted candidate tokens for the first ``guesses`` candidates cut to ``length``."""
-        if not self._records or guesses == 0:
-            return 0.0
-        table = self._sum_seed if without_harvested else self._sum_all
-        g, cut = min(guesses, self.max_guess), min(length, self.max_length)
-        return table[g][cut] / len(self._records)
+        return self.means(without_harvested)[min(guesses, self.max_guess)][min(length, self.max_length)]
 
     def means(self, without_harvested: bool = False) -> list[list[float]]:
         """[G + 1][L + 1]: ``expected(g, l)`` for every g and l at once (the planner reads them all, and

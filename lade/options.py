@@ -77,6 +77,7 @@ def combined_pool(
     auto: bool,
     nodes: int | None = None,
     only: str | None = None,
+    without: str | None = None,
     merged: bool = True,
     persistent: bool = False,
     span: int | None = None,
@@ -93,6 +94,7 @@ def combined_pool(
         nodes: Token Recycling's likeliest tree of that many nodes instead of its static CPU tree.
         only: just that source (one of ``DRAFT_SOURCES``), planned the same way, so the combination is
             compared with each of its own sources alone.
+        without: every source but that one (an ablation of what each adds to the combination).
         merged: the planner may also verify the sources' candidates together (``MergedSources``).
         persistent: Token Recycling's table is kept across ``generate`` calls, as the paper keeps it
             across queries; the decoder then changes with each call (off by default: a call never
@@ -105,9 +107,11 @@ def combined_pool(
         "suffix_tree": lambda: SuffixTreePool(ngram, span=span),
         "token_recycling": lambda: TokenRecyclingPool(ngram, nodes=nodes, persistent=persistent),
     }
-    if only is not None and only not in sources:
-        raise ValueError(f"unknown draft source {only!r}; one of {sorted(sources)}")
-    return CombinedPool({name: make() for name, make in sources.items() if only in (None, name)}, merged)
+    for named in (only, without):
+        if named is not None and named not in sources:
+            raise ValueError(f"unknown draft source {named!r}; one of {sorted(sources)}")
+    kept = {name: make for name, make in sources.items() if only in (None, name) and name != without}
+    return CombinedPool({name: make() for name, make in kept.items()}, merged)
 
 
 @dataclass(frozen=True)

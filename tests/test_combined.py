@@ -201,3 +201,7 @@ def test_combined_pool_options():
     assert combined_pool(6, 7, auto=True, span=5).sources["suffix_tree"].span == 5
     with pytest.raises(ValueError, match="unknown draft source 'ngram'"):
         combined_pool(6, 7, auto=True, only="ngram")
+    without = combined_pool(6, 7, auto=True, without="token_recycling")
+    assert without.names == ("lookahead", "suffix_tree") and without.merged
+    with pytest.raises(ValueError, match="unknown draft source 'recycling'"):
+        combined_pool(6, 7, auto=True, without="recycling")
