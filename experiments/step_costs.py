@@ -7,9 +7,20 @@ what that leaves out (issue 17: the combination against its sources alone).
 
     python experiments/step_costs.py --dtype bfloat16 --datasets summarization,humaneval --limit 3
     python experiments/step_costs.py --methods auto,auto_only_suffix_tree,plain_loop --split dev
+    python experiments/step_costs.py --dtype float32 --latency CURVE.json --versus auto_only_suffix_tree
+
+``--latency`` pins the curve every auto method plans with (a ``LatencyModel.to_dict`` JSON, or a
+calibration cache file), instead of the one measured (or cached) for this model and machine. In
+float32 every method's text is HF greedy's, so with one pinned curve the plans are a function of the
+prompts alone: the tokens per second of *planned* forward time (``planned_tokens_per_s``: tokens
+committed over the curve's price of the steps run) then compares the methods' decisions without
+timing noise, and ``host_ms`` adds what the planner does not price. The curve used is written to
+``latency_curve.json`` under ``--out`` either way; ``--versus`` adds each method's ratios to one
+method's (``planned_ratio``, ``wall_ratio``: tokens per second over the whole step).
 
 Methods: ``auto`` (the default decoder, every draft source), ``auto_only_{source}`` (auto's planner
-with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``plain_loop`` (the library's
+with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``auto_without_{source}``
+(every source but that one), ``plain_loop`` (the library's
 one-token loop), ``fixed_W_N_G`` (fixed W, N, G, e.g. the paper's ``fixed_7_5_7``; W=0: pool n-grams
 only; ``lade.bench_methods.config_decoder``). They alternate per prompt after one warm-up call each.
 Rows go to ``steps.csv`` (one per step: method, dataset, prompt, step, source, fed, committed,
@@ -20,6 +31,7 @@ planned_tokens, planned_s, step_s) and ``stages.csv`` (one per call: seconds per
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -28,6 +40,7 @@ import torch
 
 from lade.bench_methods import config_decoder, plain_decoder
 from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
+from lade.calibration import LatencyModel
 from lade.decoding import LookaheadDecoder
 from lade.figures import markdown_table
 from lade.machine import cpu_description
@@ -37,22 +50,32 @@ from lade.types import STEP_STAGES
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build(name: str, model) -> LookaheadDecoder:
-    """The decoder a method names (see the module docstring)."""
+def build(name: str, model, latency: LatencyModel | None = None) -> LookaheadDecoder:
+    """The decoder a method names (see the module docstring); auto ones plan with ``latency`` when
+    given (else the curve measured, or cached, for the model)."""
     if name == "auto":
-        return LookaheadDecoder(model)
+        return LookaheadDecoder(model, latency=latency)
     if name == "plain_loop":
         return plain_decoder(model)
-    only = name.removeprefix("auto_only_")
-    if name.startswith("auto_only_") and only in DRAFT_SOURCES:
-        return LookaheadDecoder(model, pool=combined_pool(6, 7, auto=True, only=only))
+    for prefix, keyword in (("auto_only_", "only"), ("auto_without_", "without")):
+        source = name.removeprefix(prefix)
+        if name.startswith(prefix) and source in DRAFT_SOURCES:
+            pool = combined_pool(6, 7, auto=True, **{keyword: source})
+            return LookaheadDecoder(model, latency=latency, pool=pool)
     sizes = name.removeprefix("fixed_").split("_")
     if name.startswith("fixed_") and len(sizes) == 3 and all(size.isdigit() for size in sizes):
         return config_decoder(model, *(int(size) for size in sizes))
     raise ValueError(
         f"unknown method {name!r}; one of auto, plain_loop, fixed_W_N_G, "
-        + ", ".join(f"auto_only_{source}" for source in DRAFT_SOURCES)
+        + ", ".join(f"auto_{kind}_{source}" for kind in ("only", "without") for source in DRAFT_SOURCES)
     )
+
+
+def load_curve(path: Path) -> LatencyModel:
+    """A latency curve from ``path``: ``LatencyModel.to_dict``'s JSON, or a calibration cache file
+    (the same under ``latency``)."""
+    data = json.loads(path.read_text())
+    return LatencyModel.from_dict(data.get("latency", data))
 
 
 def step_rows(metrics, method: str, dataset: str, prompt: int) -> list[dict]:
@@ -83,13 +106,16 @@ def step_rows(metrics, method: str, dataset: str, prompt: int) -> list[dict]:
 def summary(steps: pd.DataFrame, stages: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and method: tokens/s over the steps, compression, fed per step, mean wall and planned
     forward ms per step, measured forward over planned, host ms per step (the stages but forward) and
-    its share of the stages' time, and each host stage's ms per step."""
+    its share of the stages' time, each host stage's ms per step, and the tokens per second of the
+    planned forward time alone (``planned_tokens_per_s``) and with the measured host time added
+    (``modelled_tokens_per_s``); those two are empty for methods without a planner."""
     per_step = steps.groupby(["dataset", "method"]).agg(
         steps=("step_s", "size"),
         committed=("committed", "sum"),
         step_s=("step_s", "sum"),
         fed=("fed", "mean"),
         planned_ms=("planned_s", lambda s: 1000 * s.mean()),
+        planned_s=("planned_s", lambda s: s.sum(min_count=1)),
     )
     stage_sums = stages.groupby(["dataset", "method"])[list(STEP_STAGES)].sum()
     table = per_step.join(stage_sums)
@@ -103,9 +129,29 @@ def summary(steps: pd.DataFrame, stages: pd.DataFrame) -> pd.DataFrame:
     table["host_share"] = table[host].sum(axis=1) / table[list(STEP_STAGES)].sum(axis=1)
     for stage in host:
         table[f"{stage}_ms"] = 1000 * table[stage] / table["steps"]
+    table["planned_tokens_per_s"] = table["committed"] / table["planned_s"]
+    table["modelled_tokens_per_s"] = table["committed"] / (table["planned_s"] + table[host].sum(axis=1))
     columns = ["steps", "tokens_per_s", "compression", "fed", "step_ms", "planned_ms", "forward_ms"]
     columns += ["forward_over_planned", "host_ms", "host_share", *(f"{stage}_ms" for stage in host)]
+    columns += ["planned_tokens_per_s", "modelled_tokens_per_s"]
     return table[columns].round(3).reset_index()
+
+
+def versus(table: pd.DataFrame, method: str) -> pd.DataFrame:
+    """Per dataset and method, ``summary``'s tokens per second over ``method``'s on the same dataset:
+    over the whole step (``wall_ratio``), the planned forward alone (``planned_ratio``) and it with the
+    measured host time (``modelled_ratio``)."""
+    if method not in set(table["method"]):
+        raise ValueError(f"--versus {method!r} is not among the methods run")
+    base = table[table["method"] == method].set_index("dataset")
+    ratios = table[["dataset", "method"]].copy()
+    for column, rate in (
+        ("wall_ratio", "tokens_per_s"),
+        ("planned_ratio", "planned_tokens_per_s"),
+        ("modelled_ratio", "modelled_tokens_per_s"),
+    ):
+        ratios[column] = (table[rate] / table["dataset"].map(base[rate])).round(3)
+    return ratios
 
 
 def by_source(steps: pd.DataFrame) -> pd.DataFrame:
@@ -125,9 +171,15 @@ def by_source(steps: pd.DataFrame) -> pd.DataFrame:
     return table.round(3).reset_index()
 
 
-def render(out: Path, header: str) -> str:
+def render(out: Path, header: str, versus_method: str | None = None) -> str:
     steps, stages = pd.read_csv(out / "steps.csv"), pd.read_csv(out / "stages.csv")
-    text = "\n\n".join([header, markdown_table(summary(steps, stages)), markdown_table(by_source(steps))])
+    table = summary(steps, stages)
+    parts = [header, markdown_table(table), markdown_table(by_source(steps))]
+    if versus_method is not None:
+        ratios = versus(table, versus_method)
+        ratios.to_csv(out / "versus.csv", index=False)
+        parts.append(f"Tokens per second over {versus_method}'s (`versus.csv`):\n\n{markdown_table(ratios)}")
+    text = "\n\n".join(parts)
     (out / "summary.md").write_text(text + "\n")
     return text
 
@@ -144,11 +196,16 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--spec-bench", default=SPEC_BENCH, help="Spec-Bench question.jsonl")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "step_costs")
+    parser.add_argument("--latency", type=Path, help="the latency curve every auto method plans with")
+    parser.add_argument("--versus", help="a method whose tokens per second the others are divided by")
     args = parser.parse_args(argv)
+    methods = split_list(args.methods)
+    if args.versus is not None and args.versus not in methods:
+        parser.error(f"--versus {args.versus!r} is not one of --methods")
 
     model, tokenizer = load_bench_model(args)
-    methods = split_list(args.methods)
-    decoders = {name: build(name, model) for name in methods}
+    latency = load_curve(args.latency) if args.latency is not None else None
+    decoders = {name: build(name, model, latency) for name in methods}
     eos = eos_ids(model)
     steps, stages = [], []
     with torch.inference_mode():
@@ -165,9 +222,12 @@ def main(argv: list[str] | None = None) -> str:
                 pd.DataFrame(steps).to_csv(args.out / "steps.csv", index=False)
                 pd.DataFrame(stages).to_csv(args.out / "stages.csv", index=False)
                 print(f"{dataset} prompt {i + 1}/{len(prompts)}", file=sys.stderr, flush=True)
+    curves = [decoder.latency for decoder in decoders.values() if decoder.latency is not None]
+    if curves:  # the curve the auto methods planned with (the same for all of them)
+        (args.out / "latency_curve.json").write_text(json.dumps(curves[0].to_dict(), indent=1) + "\n")
     command = "python experiments/step_costs.py " + " ".join(argv if argv is not None else sys.argv[1:])
     header = f"# Step costs\n\n`{command}` ({args.split} split). Machine: {cpu_description()}."
-    return render(args.out, header)
+    return render(args.out, header, args.versus)
 
 
 if __name__ == "__main__":

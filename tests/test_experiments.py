@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -307,3 +308,21 @@ def test_step_costs_splits_each_step_and_summarises_it(tmp_path):
     assert (tmp_path / "summary.md").read_text().count("| synthetic |") >= 4
     with pytest.raises(ValueError, match="unknown method"):
         step_costs.build("fixed_3_3", None)
+    # the curve auto planned with is kept; pinned, every auto method plans with it, and the ratios to
+    # the --versus method are written (1 for itself; none for a method without a planner's prices)
+    curve = json.loads((tmp_path / "latency_curve.json").read_text())
+    pinned = tmp_path / "pinned"
+    pinned.mkdir()
+    sizes = curve["sizes"]
+    curve["seconds"] = [s * (1 + size / 4) for size, s in zip(sizes, curve["seconds"], strict=True)]
+    (pinned / "given.json").write_text(json.dumps({"latency": curve}))  # a calibration cache file's form
+    methods = "auto,auto_without_token_recycling,plain_loop"
+    args = [*quick, "--max-new-tokens", "12", "--methods", methods, "--out", str(pinned)]
+    step_costs.main([*args, "--latency", str(pinned / "given.json"), "--versus", "auto"])
+    assert json.loads((pinned / "latency_curve.json").read_text()) == curve  # written from the decoders'
+    ratios = pd.read_csv(pinned / "versus.csv").set_index("method")
+    assert ratios.loc["auto", ["wall_ratio", "planned_ratio", "modelled_ratio"]].eq(1.0).all()
+    assert ratios.loc["plain_loop", "planned_ratio"] != ratios.loc["plain_loop", "planned_ratio"]  # NaN
+    assert ratios.loc["auto_without_token_recycling", "planned_ratio"] > 0
+    with pytest.raises(SystemExit):
+        step_costs.main([*args, "--versus", "auto_only_lookahead"])
