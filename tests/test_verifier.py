@@ -66,3 +66,12 @@ def test_greedy_tokens_take_the_first_maximum_in_any_dtype(dtype):
     assert greedy_tokens(logits).tolist() == [1, 0, 0] == logits.argmax(dim=-1).tolist()
     noisy = torch.randn(64, 49152).to(dtype)
     assert torch.equal(greedy_tokens(noisy), noisy.argmax(dim=-1))
+    # many ties spread over a long row (SIMD lanes, threads), rows of -inf, a NaN: argmax's index
+    generator = torch.Generator().manual_seed(0)
+    for vocab in (50, 49152, 151936):
+        tied = torch.randint(-3, 4, (12, vocab), generator=generator).to(dtype)
+        tied[1] = float("-inf")
+        tied[2, vocab // 2] = float("nan")
+        tied[3, ::7] = float("-inf")
+        assert torch.equal(greedy_tokens(tied), tied.argmax(dim=-1))
+        assert torch.equal(greedy_tokens(tied[:, None]), tied[:, None].argmax(dim=-1))  # [..., V]
