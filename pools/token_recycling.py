@@ -27,6 +27,33 @@ CPU_BRANCHING = (4, 2, 2, 1, 1)  # a small tree for CPUs: 4 + 8 + 16 + 16 + 16 =
 # (experiments/results/token_recycling/shapes.md); soon replaced by what the pool measures.
 RANK_PRIOR = (0.35, 0.1, 0.05, 0.03, 0.02, 0.015, 0.01, 0.01)
 REBUILD_EVERY = 64  # observations between two rebuilds of the likeliest tree (a rebuild is ~0.1 ms)
+TOP_K_BLOCK = 256  # vocabulary entries per block of ``top_k_indices``' first pass
+
+
+def top_k_indices(logits: torch.Tensor, k: int, block: int = TOP_K_BLOCK) -> torch.Tensor:
+    """LongTensor [R, k]: the indices of the k largest of each row of ``logits`` [R, V], largest first,
+    the same values as ``logits.topk(k)`` gives (which of equal values comes first may differ).
+
+    Two passes, because a CPU's ``topk`` over a whole vocabulary costs several times one ``amax``
+    pass, on every step of Token Recycling: the maximum of each block of ``block`` entries, the k
+    blocks with the largest maxima, then the top k among those blocks' entries (and the entries past
+    the last whole block). Exact: an entry above the k-th largest value t lies in a block whose
+    maximum exceeds t, and there are fewer than k such blocks, so all are kept; the other kept blocks
+    each hold an entry equal to t, as many as the top k needs. A vocabulary of fewer than 4k blocks
+    takes ``topk`` directly."""
+    rows, vocab = logits.shape
+    blocks = vocab // block
+    if blocks < 4 * k:
+        return logits.topk(k, dim=-1).indices
+    whole = blocks * block
+    maxima = logits[:, :whole].unflatten(-1, (blocks, block)).amax(dim=-1)  # [R, blocks]
+    kept = maxima.topk(k, dim=-1).indices  # [R, k]
+    offsets = torch.arange(block, device=logits.device)
+    index = (kept[..., None] * block + offsets).flatten(1)  # [R, k * block]
+    if whole < vocab:  # the entries past the last whole block are always among those compared
+        tail = torch.arange(whole, vocab, device=logits.device).expand(rows, -1)
+        index = torch.cat([index, tail], dim=1)
+    return index.gather(1, logits.gather(1, index).topk(k, dim=-1).indices)
 
 
 class TokenRecyclingPool(NGramPool):
@@ -98,7 +125,7 @@ class TokenRecyclingPool(NGramPool):
     def observe_logits(self, tokens: Sequence[int], logits: torch.Tensor) -> None:
         """The step fed ``tokens`` [R] and computed ``logits`` [R, V] after each: each token's table row
         becomes the top-k of its logits (and the rank its argmax had in the old row is counted)."""
-        top = logits.topk(self.top_k, dim=-1).indices.tolist()
+        top = top_k_indices(logits, self.top_k).tolist()
         for token, following in zip(tokens, top, strict=True):
             token = int(token)
             old = self._table.get(token)

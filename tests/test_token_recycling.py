@@ -8,6 +8,7 @@ import torch
 
 from lade import LookaheadDecoder
 from pools import TokenRecyclingPool
+from pools.token_recycling import top_k_indices
 from strategies import AutoregressiveProposer
 from tests.conftest import ARCHITECTURES, hf_greedy, prompt
 from tests.test_batch import hf_batched, left_padded
@@ -119,3 +120,25 @@ def test_token_recycling_trees_accept_what_chains_accept(tiny_models):
         metrics[tree] = result.metrics
     assert metrics[True].tokens_per_step == metrics[False].tokens_per_step
     assert sum(metrics[True].step_sizes) < sum(metrics[False].step_sizes)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_top_k_indices_give_topk_s_values_largest_first(dtype):
+    """The two-pass top-k (block maxima, then the best blocks' entries) against ``torch.topk``: the same
+    values in the same order for every row, ties included (bfloat16 logits tie often), the same
+    indices where values differ, whole blocks or a tail past them, and a small vocabulary."""
+    generator = torch.Generator().manual_seed(0)
+    for vocab in (40, 4 * 4 * 256 - 1, 49152, 49152 + 77, 151936):
+        distinct = torch.randn(9, vocab, generator=generator).to(dtype)
+        tied = torch.randint(-6, 2, (9, vocab), generator=generator).to(dtype)
+        tied[0] = -1.0  # one value everywhere
+        tied[1, -3:] = 5.0  # the largest past the last whole block
+        for logits in (distinct, tied):
+            for k in (1, 4, 8):
+                expected = logits.topk(k, dim=-1)
+                index = top_k_indices(logits, k)
+                assert index.shape == (9, k)
+                assert torch.equal(logits.gather(1, index), expected.values)
+                assert all(len(set(row)) == k for row in index.tolist())  # k distinct entries
+        if dtype == torch.float32:  # distinct values: the very same indices
+            assert torch.equal(top_k_indices(distinct, 4), distinct.topk(4, dim=-1).indices)
