@@ -16,7 +16,8 @@ prompts alone: the tokens per second of *planned* forward time (``planned_tokens
 committed over the curve's price of the steps run) then compares the methods' decisions without
 timing noise, and ``host_ms`` adds what the planner does not price. The curve used is written to
 ``latency_curve.json`` under ``--out`` either way; ``--versus`` adds each method's ratios to one
-method's (``planned_ratio``, ``wall_ratio``: tokens per second over the whole step).
+method's (``versus.csv``: ``planned_ratio``, ``modelled_ratio`` with the host time, ``wall_ratio``
+over the whole step as it ran).
 
 Methods: ``auto`` (the default decoder, every draft source), ``auto_only_{source}`` (auto's planner
 with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``auto_without_{source}``

@@ -12,10 +12,9 @@ from strategies.processing import RowScoring
 def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
     """The argmax over the last dimension of ``logits`` [..., V]: LongTensor [...]. Reduced-precision
     logits are upcast to float32 first, as HF's greedy ``generate`` does: the upcast is exact, so the
-    index (the first maximum) is the same, and on the CPUs measured the upcast and a float32 argmax
-    together took less time than a bfloat16 argmax (``experiments/results/step_costs``: verify ms).
-    The index is ``max``'s: torch documents it, as ``argmax``'s, as the first maximum (ties, ``-inf``
-    and NaN included: tested against ``argmax``), and its CPU kernel is the faster of the two."""
+    index (the first maximum) is the same. The index is ``max``'s: torch documents it, as ``argmax``'s,
+    as the first maximum (ties, ``-inf`` and NaN included: tested against ``argmax``), and its CPU
+    kernel took less time (``experiments/results/step_costs/greedy_max``: the verify stage)."""
     if logits.dtype in (torch.bfloat16, torch.float16):
         logits = logits.float()
     return logits.max(dim=-1).indices
