@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lade.bench_methods import greedy_options
+from lade.bench_methods import SOURCE_SUBSETS, greedy_options, source_subset_pool
 from lade.bench_setup import (
     SPEC_BENCH,
     SUITE_DATASETS,
@@ -63,7 +63,7 @@ from lade.bench_setup import (
 )
 from lade.decoding import LookaheadDecoder
 from lade.machine import cpu_description
-from lade.options import AUTO_GUESS, AUTO_NGRAM, AUTO_SPAN, combined_pool, default_pool
+from lade.options import AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
 from pools import SuffixTreePool, TokenRecyclingPool
@@ -120,13 +120,9 @@ def build(name: str, model, options: dict, lookup_k: int | None):
     if name.startswith("auto_guess") and name.removeprefix("auto_guess").isdigit():
         ceiling = int(name.removeprefix("auto_guess"))
         decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
-    if name.startswith("auto_without_"):
-        left_out = name.removeprefix("auto_without_")
-        pool = partial(combined_pool, AUTO_NGRAM, AUTO_GUESS, auto=True, without=left_out)
-        decoders[name] = lambda: LookaheadDecoder(model, pool=pool())
-    if name.startswith("auto_only_"):
-        only = name.removeprefix("auto_only_")
-        decoders[name] = lambda: LookaheadDecoder(model, pool=every_source(6, 7, auto=True, only=only))
+    if name.startswith(tuple(SOURCE_SUBSETS)):  # a source alone kept Token Recycling's table across calls
+        persistent = name.startswith("auto_only_")
+        decoders[name] = lambda: LookaheadDecoder(model, pool=source_subset_pool(name, persistent))
     if name not in decoders:
         raise ValueError(f"unknown method {name!r}")
     return decoder_call(decoders[name](), options)

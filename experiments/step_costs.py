@@ -39,13 +39,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from lade.bench_methods import config_decoder, plain_decoder
+from lade.bench_methods import SOURCE_SUBSETS, config_decoder, plain_decoder, source_subset_pool
 from lade.bench_setup import SPEC_BENCH, add_model_flags, eos_ids, load_bench_model, load_prompts, split_list
 from lade.calibration import LatencyModel
 from lade.decoding import LookaheadDecoder
 from lade.figures import markdown_table
 from lade.machine import cpu_description
-from lade.options import DRAFT_SOURCES, combined_pool
+from lade.options import DRAFT_SOURCES
 from lade.types import STEP_STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,17 +58,15 @@ def build(name: str, model, latency: LatencyModel | None = None) -> LookaheadDec
         return LookaheadDecoder(model, latency=latency)
     if name == "plain_loop":
         return plain_decoder(model)
-    for prefix, keyword in (("auto_only_", "only"), ("auto_without_", "without")):
-        source = name.removeprefix(prefix)
-        if name.startswith(prefix) and source in DRAFT_SOURCES:
-            pool = combined_pool(6, 7, auto=True, **{keyword: source})
-            return LookaheadDecoder(model, latency=latency, pool=pool)
+    pool = source_subset_pool(name)
+    if pool is not None:
+        return LookaheadDecoder(model, latency=latency, pool=pool)
     sizes = name.removeprefix("fixed_").split("_")
     if name.startswith("fixed_") and len(sizes) == 3 and all(size.isdigit() for size in sizes):
         return config_decoder(model, *(int(size) for size in sizes))
     raise ValueError(
         f"unknown method {name!r}; one of auto, plain_loop, fixed_W_N_G, "
-        + ", ".join(f"auto_{kind}_{source}" for kind in ("only", "without") for source in DRAFT_SOURCES)
+        + ", ".join(f"{prefix}{source}" for prefix in SOURCE_SUBSETS for source in DRAFT_SOURCES)
     )
 
 

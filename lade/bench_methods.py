@@ -67,6 +67,23 @@ def auto_decoder(model, latency=None, span: int | None = None, calibration_dir=N
     return LookaheadDecoder(model, latency=latency, pool=pool, calibration_dir=calibration_dir)
 
 
+SOURCE_SUBSETS = {"auto_only_": "only", "auto_without_": "without"}  # method-name prefix -> combined_pool's
+
+
+def source_subset_pool(name: str, persistent: bool = False):
+    """The pool of the method ``auto_only_{source}`` (the default decoder's planner over that one draft
+    source) or ``auto_without_{source}`` (over every source but it), sources as ``lade.options.
+    DRAFT_SOURCES`` names them (another raises ``ValueError``); None for any other method name.
+    ``persistent``: Token Recycling's table kept across calls (``combined_pool``)."""
+    for prefix, keyword in SOURCE_SUBSETS.items():
+        if name.startswith(prefix):
+            source = name.removeprefix(prefix)
+            return combined_pool(
+                AUTO_NGRAM, AUTO_GUESS, auto=True, persistent=persistent, **{keyword: source}
+            )
+    return None
+
+
 def prompt_lookup_name(k: int) -> str:
     """The method name of HF prompt lookup at ``prompt_lookup_num_tokens`` K, when several K run."""
     return f"hf_prompt_lookup K={k}"

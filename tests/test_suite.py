@@ -257,3 +257,20 @@ def test_the_token_recycling_shapes_run_reports_each_shape(tmp_path):
     assert list(table.method) == ["jacobi", "uniform", "likeliest8"] and (table.identical == 2).all()
     assert table.rank_acceptance.isna().tolist() == [True, False, False]  # Token Recycling's counts only
     assert "likeliest8" in (tmp_path / "shapes.md").read_text()
+
+
+def test_source_subset_pools_keep_the_named_sources():
+    """``auto_only_{source}`` keeps that source, ``auto_without_{source}`` every other one (and the
+    merged candidates of two or more); other names give None, an unknown source an error."""
+    from lade.bench_methods import source_subset_pool
+    from lade.options import DRAFT_SOURCES
+
+    for source in DRAFT_SOURCES:
+        assert list(source_subset_pool(f"auto_only_{source}").sources) == [source]
+        without = source_subset_pool(f"auto_without_{source}")
+        assert list(without.sources) == [s for s in DRAFT_SOURCES if s != source] and without.merged
+    assert source_subset_pool("auto_only_token_recycling", persistent=True).persistent
+    assert not source_subset_pool("auto_only_token_recycling").persistent
+    assert source_subset_pool("auto") is None and source_subset_pool("fixed_7_5_7") is None
+    with pytest.raises(ValueError, match="unknown draft source"):
+        source_subset_pool("auto_without_prompt_lookup")
