@@ -164,6 +164,20 @@ def check_tuned(records: Path, ks: dict[str, int]) -> None:
             )
 
 
+def check_attention(runs: Path, attention: str) -> None:
+    """``ValueError`` when the runs logged in ``runs`` (``runs.jsonl``) measured their records with
+    another attention implementation than ``attention``: one folder's prompts must not mix them. Runs
+    logged before the attention was recorded used ``sdpa`` (the default then)."""
+    if not runs.exists():
+        return
+    used = {json.loads(line).get("attn", "sdpa") for line in runs.read_text().splitlines() if line.strip()}
+    if used - {attention}:
+        raise ValueError(
+            f"the records beside {runs} were measured with attn {sorted(used)}; pass --attn "
+            f"{sorted(used)[0]} to extend them, or measure into another --out"
+        )
+
+
 def measure(args, argv: list[str]) -> None:
     """Run the phases of ``args`` for its setting (see the module docstring)."""
     model, tokenizer = load_bench_model(args)
@@ -171,6 +185,7 @@ def measure(args, argv: list[str]) -> None:
     name = Path(args.model).name  # a built-in name as load_model takes it; a path or hub id: its last part
     folder = setting_dir(args.out, name, dtype, args.max_new_tokens)
     folder.mkdir(parents=True, exist_ok=True)
+    check_attention(folder / "runs.jsonl", args.attn)
     device = torch.device(args.device)
     auto = auto_decoder(model, calibration_dir=args.calibration_dir)
     run = {
@@ -179,6 +194,7 @@ def measure(args, argv: list[str]) -> None:
         "commit": git_commit(),
         "machine": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description(),
         "torch": torch.__version__,
+        "attn": args.attn,
         "latency": curve_record(auto.calibrate(refresh=args.recalibrate)),
     }
     with (folder / "runs.jsonl").open("a") as handle:

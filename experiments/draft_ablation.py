@@ -32,6 +32,9 @@ verifies one source's), ``auto_guess{G}`` (the default decoder with auto's G cei
 ``auto_only_{source}`` (the same planner with one of its sources alone:
 ``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
 them).
+A method name followed by ``@IMPLEMENTATION`` runs on the model loaded with that attention
+implementation instead of ``--attn``'s (e.g. ``auto@sdpa_gqa`` beside ``auto`` with ``--attn sdpa``:
+``lade.gqa_attention``); HF greedy, the reference, always runs on ``--attn``'s.
 ``--versus METHOD[,METHOD...]`` adds each METHOD's speedup over each other library method, paired per
 prompt (``versus.csv``, one more table per METHOD in summary.md): ``--versus auto_combined`` tests the
 combination against each source alone directly; ``auto_ngram_pool`` and ``auto_only_lookahead`` decode
@@ -155,6 +158,15 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         if method not in names:
             parser.error(f"--versus {method!r} is not among --methods")
     model, tokenizer = load_bench_model(args)
+    models = {args.attn: model}  # attention implementation -> the model loaded with it
+
+    def model_with(implementation: str):
+        if implementation not in models:
+            models[implementation], _ = load_bench_model(
+                argparse.Namespace(**{**vars(args), "attn": implementation})
+            )
+        return models[implementation]
+
     options = greedy_options(model, args.max_new_tokens, eos_ids(model))
     dtype = str(model.dtype).removeprefix("torch.")
     ks, tuned_on = tuned_ks(args.tuned_lookup, args.model, dtype) if args.tuned_lookup else ({}, "")
@@ -163,7 +175,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     methods = {}
     for dataset in datasets:
         k = ks.get(dataset)
-        methods[dataset] = {n: built.setdefault((n, k), build(n, model, options, k)) for n in names}
+        methods[dataset] = {}
+        for n in names:
+            method, _, implementation = n.partition("@")
+            if method == "hf_greedy" and implementation:
+                parser.error("hf_greedy is the reference: it runs on --attn's model (no @IMPLEMENTATION)")
+            on = model_with(implementation) if implementation else model
+            methods[dataset][n] = built.setdefault((n, k), build(method, on, options, k))
     prompts = {
         d: load_prompts(d, tokenizer, args.limit, str(ROOT / SPEC_BENCH), split=args.split) for d in datasets
     }

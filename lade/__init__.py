@@ -2,6 +2,7 @@
 
 from lade.custom_generate import custom_generate, generate
 from lade.decoding import LookaheadDecoder
+from lade.gqa_attention import use_gqa_sdpa
 from lade.model import BUILTIN_MODELS, load_model
 from lade.types import DecodingMetrics, GenerationResult
 
@@ -13,4 +14,5 @@ __all__ = [
     "custom_generate",
     "generate",
     "load_model",
+    "use_gqa_sdpa",
 ]

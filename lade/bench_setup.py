@@ -56,7 +56,7 @@ def parse_config(text: str) -> tuple[int, int, int]:
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--attn``, ``--dtype`` and ``--device``: what ``load_bench_model`` loads."""
     parser.add_argument("--model", default="smollm2", help="built-in name, local path or hub id")
-    parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
+    parser.add_argument("--attn", default="sdpa_gqa", choices=["sdpa_gqa", "sdpa", "eager"])
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16, float16, auto")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
 

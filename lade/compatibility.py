@@ -25,9 +25,10 @@ import torch
 
 from lade.attention import MaskPlan
 from lade.cache import commit, new_cache
+from lade.gqa_attention import GQA_SDPA
 from lade.slots import KeySlots
 
-MASKABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
+MASKABLE_ATTENTION = ("eager", "sdpa", GQA_SDPA, "flex_attention")
 # Largest logit difference the self-check allows, relative to the logits' scale: rounding of a
 # different summation order only (a model that ignores the mask or positions misses by far more).
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}

@@ -14,12 +14,14 @@ functions of their keys. Mask buffers, which a step reuses and extends, belong t
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import replace
 
 import torch
 
 from lade.attention import MaskPlan, context_length
 from lade.flex import block_masks, uses_flex
+from lade.gqa_attention import copies_grouped_heads
 from lade.layout import (
     StepLayout,
     additive_mask,
@@ -31,6 +33,8 @@ from lade.layout import (
 )
 from lade.slots import KeySlots
 from lade.trie import TokenTrie
+
+log = logging.getLogger(__name__)
 
 MASK_HEADROOM = 256  # prefix growth a step mask buffer absorbs before it is re-made
 MASK_LAYOUTS = 32  # step layouts whose mask buffers are kept
@@ -75,6 +79,10 @@ class StepExecutor:
         self.context_length = context_length(model.config)
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        if copies_grouped_heads(
+            model
+        ):  # sdpa copies the cache's key/value heads at every step of several tokens
+            log.info("lookahead: lade.use_gqa_sdpa(model) spares sdpa's copies of grouped key/value heads")
         self._layouts: dict[tuple, StepLayout] = {}
         self._trie_layouts: dict[tuple, StepLayout] = {}
         self._rows: dict[tuple, torch.Tensor] = {}

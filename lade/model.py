@@ -33,6 +33,8 @@ from transformers import (
 )
 
 from lade.dtype_choice import load_in_faster_dtype
+from lade.gqa_attention import GQA_SDPA, use_gqa_sdpa
+from lade.gqa_attention import register as register_gqa_sdpa
 from lade.packaged import QWEN_CODER_0_5B_GGUF, QWEN_CODER_1_5B_GGUF, SMOLLM2_GGUF, PackagedGGUF
 
 SMOLLM2 = "smollm2"
@@ -85,6 +87,10 @@ def load_model(
     greedy runs always produce ``max_new_tokens`` tokens, and no prompt token is taken for padding
     (``generate`` infers an attention mask from the pad token when none is given).
 
+    Without ``attn_implementation`` (or with None), a model transformers loads with ``sdpa`` is switched
+    to ``sdpa_gqa``: the same attention, reading grouped key/value heads without copying them on
+    steps of several tokens (`lade.gqa_attention`); ``attn_implementation="sdpa"`` keeps transformers'.
+
     Returns ``(model, tokenizer)``. Raises `ValueError` for a name that is none of the above.
     """
     if dtype == "auto":
@@ -93,6 +99,8 @@ def load_model(
             model_of=lambda loaded: loaded[0],
         )
     dtype = _torch_dtype(dtype)
+    if from_pretrained_kwargs.get("attn_implementation") == GQA_SDPA:
+        register_gqa_sdpa()  # transformers must know the name before it builds the model
     if name_or_path in PACKAGED_MODELS:
         gguf, cache_name = PACKAGED_MODELS[name_or_path]
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -106,6 +114,8 @@ def load_model(
         model, tokenizer = _from_pretrained(name_or_path, dtype, from_pretrained_kwargs)
     if "device_map" not in from_pretrained_kwargs:
         model.to(device)
+    if from_pretrained_kwargs.get("attn_implementation") is None:
+        use_gqa_sdpa(model)  # sdpa, without copying grouped key/value heads (lade.gqa_attention)
     return model.eval(), tokenizer
 
 
@@ -195,7 +205,7 @@ def _tiny_random(arch: str, dtype: torch.dtype, kwargs: dict) -> PreTrainedModel
                 **decoder,
             )
             model_class = transformers.Gemma3ForCausalLM
-    if "attn_implementation" in kwargs:
+    if kwargs.get("attn_implementation") is not None:
         config._attn_implementation = kwargs["attn_implementation"]
     # fork_rng: seeding here must not change the caller's random stream.
     with torch.random.fork_rng(devices=[]):

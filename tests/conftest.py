@@ -32,7 +32,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 ARCHITECTURES = ("llama", "qwen2", "mistral", "gpt2", "gemma3")
-ATTENTION = ("sdpa", "eager")
+ATTENTION = ("sdpa", "sdpa_gqa", "eager")
 VOCAB = 128
 
 

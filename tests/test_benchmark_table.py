@@ -148,6 +148,13 @@ def test_the_benchmark_script_measures_renders_and_resumes(tmp_path):
     runs = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines()]
     assert len(runs) == 2
     assert runs[0]["latency"]["relative"]["1"] == 1.0  # the curve auto planned with, each run
+    assert runs[0]["attn"] == "sdpa_gqa"  # the default
+    with pytest.raises(ValueError, match="measured with attn"):  # one folder's records, one attention
+        benchmark.main([*quick, "--attn", "sdpa"])
+    (folder / "runs.jsonl").write_text('{"command": "before attn was logged"}\n')
+    with pytest.raises(ValueError, match=r"\['sdpa'\]"):  # those runs used sdpa
+        benchmark.check_attention(folder / "runs.jsonl", "sdpa_gqa")
+    benchmark.check_attention(folder / "runs.jsonl", "sdpa")
     with pytest.raises(SystemExit):
         benchmark.main([*quick, "--phases", "greedy,beam"])
     with pytest.raises(SystemExit):
