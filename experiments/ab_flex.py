@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--config", type=parse_config, default=(5, 3, 5))
     parser.add_argument("--out", default=str(REPO / "experiments/results/flex"))
     args = parser.parse_args()
-    sdpa, tokenizer = lade.load_model("smollm2")
+    sdpa, tokenizer = lade.load_model("smollm2", attn_implementation="sdpa")  # transformers' own sdpa
     flex, _ = lade.load_model("smollm2", attn_implementation="flex_attention")
     eos = [sdpa.generation_config.eos_token_id]
     options = greedy_options(sdpa, args.max_new_tokens, eos)

@@ -79,9 +79,8 @@ class StepExecutor:
         self.context_length = context_length(model.config)
         self.vocab_size = model.config.get_text_config(decoder=True).vocab_size
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
-        if copies_grouped_heads(
-            model
-        ):  # sdpa copies the cache's key/value heads at every step of several tokens
+        # with sdpa, every step of several tokens copies the cache's grouped key/value heads
+        if copies_grouped_heads(model):
             log.info("lookahead: lade.use_gqa_sdpa(model) spares sdpa's copies of grouped key/value heads")
         self._layouts: dict[tuple, StepLayout] = {}
         self._trie_layouts: dict[tuple, StepLayout] = {}
