@@ -5,10 +5,10 @@ for 9 and Qwen2.5's 2 for 12) stores each key/value head once. Transformers' ``s
 copies them out to one per query head (``repeat_kv``) whenever a forward of several tokens comes
 with a mask: the whole cache, in every layer, at every such step. A one-token step (``generate``'s
 greedy loop) skips the copy, but every lookahead step (a mask, several tokens) pays it, and it grows
-with the context (measured end to end: ``experiments/results/gqa_attention``, made by
-``experiments/draft_ablation.py`` with ``auto@sdpa_gqa``). SDPA reads the grouped heads itself when
-asked (``enable_gqa=True``), mask or not; this implementation asks, and is transformers' ``sdpa``
-otherwise (one-token steps, no GQA, a per-head mask, position biases).
+with the context (per forward: ``experiments/gqa_latency.py``; end to end:
+``experiments/draft_ablation.py`` with ``auto@sdpa_gqa``; both in ``experiments/results/gqa_attention``).
+SDPA reads the grouped heads itself when asked (``enable_gqa=True``), mask or not; this implementation
+asks, and is transformers' ``sdpa`` otherwise (one-token steps, no GQA, a per-head mask, position biases).
 The arithmetic per query head is the same; only the copy is gone. On a CPU only: on CUDA, SDPA with
 grouped heads and a mask falls back to its slow math kernel (transformers avoids it there for that
 reason), so other devices keep transformers' path.

@@ -4,7 +4,9 @@ function, with additive and boolean masks), the same decoding (against HF greedy
 with plain ``sdpa``, alone and in batches), and the paths it leaves to transformers."""
 
 import logging
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,3 +126,14 @@ def test_the_executor_hints_at_sdpa_gqa_where_sdpa_copies(tiny_models, caplog):
         assert "use_gqa_sdpa" not in caplog.text
         StepExecutor(tiny_models("llama", "sdpa"))
     assert "lade.use_gqa_sdpa(model)" in caplog.text
+
+
+def test_the_latency_script_times_both_implementations(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import gqa_latency
+
+    argv = ["--models", "tiny-random-llama", "--dtypes", "float32", "--rounds", "2", "--contexts", "16,64"]
+    frame = gqa_latency.main([*argv, "--out", str(tmp_path)])
+    assert len(frame) == 2 * len(gqa_latency.SIZES)
+    assert (frame.sdpa_ms > 0).all() and (frame.sdpa_gqa_ms > 0).all()
+    assert "sdpa_over_sdpa_gqa" in (tmp_path / "latency.md").read_text()
