@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     for method in paired:
         if method not in names:
             parser.error(f"--versus {method!r} is not among --methods")
+    if any(n.startswith("hf_greedy@") for n in names):  # checked before any model loads
+        parser.error("hf_greedy is the reference: it runs on --attn's model (no @IMPLEMENTATION)")
     model, tokenizer = load_bench_model(args)
     models = {args.attn: model}  # attention implementation -> the model loaded with it
 
@@ -178,8 +180,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         methods[dataset] = {}
         for n in names:
             method, _, implementation = n.partition("@")
-            if method == "hf_greedy" and implementation:
-                parser.error("hf_greedy is the reference: it runs on --attn's model (no @IMPLEMENTATION)")
             on = model_with(implementation) if implementation else model
             methods[dataset][n] = built.setdefault((n, k), build(method, on, options, k))
     prompts = {

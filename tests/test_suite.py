@@ -198,6 +198,19 @@ def test_a_wrong_token_is_counted_as_neither_identical_nor_near_tie(methods, tmp
 QUICK = ["--model", "tiny-random-llama", "--datasets", "synthetic", "--limit", "2", "--max-new-tokens", "12"]
 
 
+def test_the_draft_ablation_runs_a_method_on_a_second_attention_implementation(tmp_path):
+    import draft_ablation
+
+    methods = "hf_greedy,auto,auto@sdpa_gqa,hf_prompt_lookup@sdpa_gqa"
+    argv = [*QUICK, "--attn", "sdpa", "--methods", methods, "--versus", "auto@sdpa_gqa"]
+    table = draft_ablation.main([*argv, "--out", str(tmp_path)])
+    assert set(table.method) == set(methods.split(",")) and (table.identical == 2).all()
+    pairs = pd.read_csv(tmp_path / "versus.csv")
+    assert set(pairs[pairs.method == "auto@sdpa_gqa"].baseline) == {"auto"}
+    with pytest.raises(SystemExit):  # the reference runs on --attn's model; refused before any load
+        draft_ablation.main([*QUICK, "--methods", "hf_greedy@sdpa_gqa,auto", "--out", str(tmp_path)])
+
+
 def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_path):
     import draft_ablation
 
