@@ -31,7 +31,8 @@ verifies one source's), ``auto_guess{G}`` (the default decoder with auto's G cei
 7: ``guess_ceiling``), ``auto_without_{source}`` (the default decoder less one of its sources) and
 ``auto_only_{source}`` (the same planner with one of its sources alone:
 ``lookahead``, ``suffix_tree``, ``token_recycling``; the combination's target is to match the best of
-them).
+them), ``auto_with_frequent_tokens`` (the default decoder's sources plus the call's most frequent
+tokens as one-token candidates, ``pools.FrequentTokensPool``).
 A method name followed by ``@IMPLEMENTATION`` runs on the model loaded with that attention
 implementation instead of ``--attn``'s (e.g. ``auto@sdpa_gqa`` beside ``auto`` with ``--attn sdpa``:
 ``lade.gqa_attention``); HF greedy, the reference, always runs on ``--attn``'s.
@@ -69,7 +70,7 @@ from lade.machine import cpu_description
 from lade.options import AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
-from pools import SuffixTreePool, TokenRecyclingPool
+from pools import CombinedPool, FrequentTokensPool, SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +86,11 @@ PAPER_VALUES = (
 # ``auto_combined*`` methods measure it: one decoder serves every prompt of a run, so its table carries
 # over from prompt to prompt (the default decoder's starts afresh each call).
 every_source = partial(combined_pool, persistent=True)
+
+
+def with_frequent_tokens(pool: CombinedPool) -> CombinedPool:
+    """``pool``'s sources plus the call's most frequent tokens (``pools.FrequentTokensPool``)."""
+    return CombinedPool({**pool.sources, "frequent_tokens": FrequentTokensPool()}, merged=pool.merged)
 
 
 def build(name: str, model, options: dict, lookup_k: int | None):
@@ -123,6 +129,8 @@ def build(name: str, model, options: dict, lookup_k: int | None):
     if name.startswith("auto_guess") and name.removeprefix("auto_guess").isdigit():
         ceiling = int(name.removeprefix("auto_guess"))
         decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
+    if name == "auto_with_frequent_tokens":
+        decoders[name] = lambda: LookaheadDecoder(model, pool=with_frequent_tokens(combined_pool(6, 7, True)))
     if name.startswith(tuple(SOURCE_SUBSETS)):  # a source alone kept Token Recycling's table across calls
         persistent = name.startswith("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=source_subset_pool(name, persistent))

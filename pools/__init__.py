@@ -6,6 +6,7 @@ import lade  # noqa: F401  (isort: keep it first)
 from pools.bucket import BucketedNGramPool
 from pools.combined import CombinedPool
 from pools.eviction import FIFOEviction, LFUEviction, LRUEviction, NoEviction, RandomEviction
+from pools.frequent_tokens import FrequentTokensPool
 from pools.prompt_lookup import PromptLookupPool
 from pools.suffix_tree import SuffixIndex, SuffixTreePool
 from pools.token_recycling import TokenRecyclingPool
@@ -14,6 +15,7 @@ __all__ = [
     "BucketedNGramPool",
     "CombinedPool",
     "FIFOEviction",
+    "FrequentTokensPool",
     "LFUEviction",
     "LRUEviction",
     "NoEviction",

@@ -223,14 +223,15 @@ def test_the_draft_ablation_runs_and_tunes_prompt_lookup_on_a_dev_summary(tmp_pa
     assert tuned_lookup_ks(pd.read_csv(tmp_path / "dev" / "summary.csv")) == {"synthetic": expected_k}
     methods = (
         "hf_greedy,hf_prompt_lookup_tuned,jacobi,token_recycling,token_recycling_likeliest12,suffix_tree,"
-        "combined,auto,auto_combined,auto_combined_likeliest8,auto_only_suffix_tree,auto_only_token_recycling"
+        "combined,auto,auto_combined,auto_combined_likeliest8,auto_only_suffix_tree,auto_only_token_recycling,"
+        "auto_with_frequent_tokens"
     )
     tuned = ["--tuned-lookup", str(tmp_path / "dev" / "summary.csv")]
     paired = ["--versus", "auto_combined,auto"]
     test = draft_ablation.main(
         [*QUICK, "--methods", methods, *tuned, *paired, "--out", str(tmp_path / "test")]
     )
-    assert len(test) == 12 and (test.identical == 2).all()
+    assert len(test) == 13 and (test.identical == 2).all()
     text = (tmp_path / "test" / "summary.md").read_text()
     assert f"synthetic={expected_k}" in text and "Token Recycling 2.22x" in text
     assert "## auto_combined against each other method" in text and "## auto against each other" in text
