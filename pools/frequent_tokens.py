@@ -2,11 +2,12 @@
 
 Where a step's last token is new to the text (a translation, a first mention), the n-gram pool, the
 suffix tree and Token Recycling's table have nothing to offer, and the step feeds one token. On some
-CPUs a one-token step is not the cheapest: bfloat16 matrix-vector products can take longer than a
-product over two rows (``experiments/results/step_costs/qwen15_bf16_dev``: Qwen2.5-Coder-1.5B on an
-AVX512-BF16 EPYC), so a second token costs nothing there, and a guess that sometimes holds is a gain.
-This source offers the tokens seen most often in the prompt and output so far; the auto planner's
-records of their acceptance (and the latency curve) decide whether a step verifies one.
+CPUs a one-token step is not the cheapest: Qwen2.5-Coder-1.5B in bfloat16 on an AVX512-BF16 EPYC took
+longer for one new token than for two or three (``experiments/results/step_costs/qwen15_bf16_dev``),
+so a second token costs nothing there, and a guess that sometimes holds is a gain. This source offers
+the tokens seen most often in the prompt and output so far, at every step; the auto planner's records
+of their acceptance and the latency curve decide when a step verifies one (where the other sources
+have candidates, theirs usually pay more).
 """
 
 from __future__ import annotations
