@@ -70,7 +70,7 @@ from lade.machine import cpu_description
 from lade.options import AUTO_SPAN, combined_pool, default_pool
 from lade.suite import decoder_call, hf_call, run_suite
 from lade.suite_report import dev_summary, markdown, summarize, tuned_lookup_ks, versus, versus_markdown
-from pools import CombinedPool, FrequentTokensPool, SuffixTreePool, TokenRecyclingPool
+from pools import SuffixTreePool, TokenRecyclingPool
 from strategies import AutoregressiveProposer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,11 +86,6 @@ PAPER_VALUES = (
 # ``auto_combined*`` methods measure it: one decoder serves every prompt of a run, so its table carries
 # over from prompt to prompt (the default decoder's starts afresh each call).
 every_source = partial(combined_pool, persistent=True)
-
-
-def with_frequent_tokens(pool: CombinedPool) -> CombinedPool:
-    """``pool``'s sources plus the call's most frequent tokens (``pools.FrequentTokensPool``)."""
-    return CombinedPool({**pool.sources, "frequent_tokens": FrequentTokensPool()}, merged=pool.merged)
 
 
 def build(name: str, model, options: dict, lookup_k: int | None):
@@ -130,7 +125,7 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         ceiling = int(name.removeprefix("auto_guess"))
         decoders[name] = lambda: LookaheadDecoder(model, guess_ceiling=ceiling)
     if name == "auto_with_frequent_tokens":
-        decoders[name] = lambda: LookaheadDecoder(model, pool=with_frequent_tokens(combined_pool(6, 7, True)))
+        decoders[name] = lambda: LookaheadDecoder(model, pool=combined_pool(6, 7, True, frequent_tokens=True))
     if name.startswith(tuple(SOURCE_SUBSETS)):  # a source alone kept Token Recycling's table across calls
         persistent = name.startswith("auto_only_")
         decoders[name] = lambda: LookaheadDecoder(model, pool=source_subset_pool(name, persistent))

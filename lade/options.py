@@ -15,6 +15,7 @@ from lade.priors import DEFAULT_PRIORS, PlannerPriors
 from pools.bucket import BucketedNGramPool
 from pools.combined import CombinedPool
 from pools.eviction import LRUEviction
+from pools.frequent_tokens import FrequentTokensPool
 from pools.suffix_tree import SuffixTreePool
 from pools.token_recycling import TokenRecyclingPool
 
@@ -81,6 +82,7 @@ def combined_pool(
     merged: bool = True,
     persistent: bool = False,
     span: int | None = None,
+    frequent_tokens: bool = False,
 ) -> CombinedPool:
     """Every draft source behind one pool (``pools.CombinedPool``): the n-gram pool the branch fills
     (``default_pool``), a suffix tree over the call's text and Token Recycling's table of runner-up
@@ -100,6 +102,8 @@ def combined_pool(
             across queries; the decoder then changes with each call (off by default: a call never
             changes a decoder, so calls from two threads do not interfere).
         span: with ``auto``, the text candidates' length instead of ``AUTO_SPAN`` (an ablation).
+        frequent_tokens: one more source after those kept, the call's most frequent tokens as
+            one-token candidates (``pools.FrequentTokensPool``; opt-in, not shown to pay).
     """
     span = (AUTO_SPAN if span is None else span) if auto else None
     sources = {
@@ -110,8 +114,10 @@ def combined_pool(
     for named in (only, without):
         if named is not None and named not in sources:
             raise ValueError(f"unknown draft source {named!r}; one of {sorted(sources)}")
-    kept = {name: make for name, make in sources.items() if only in (None, name) and name != without}
-    return CombinedPool({name: make() for name, make in kept.items()}, merged)
+    kept = {name: make() for name, make in sources.items() if only in (None, name) and name != without}
+    if frequent_tokens:
+        kept["frequent_tokens"] = FrequentTokensPool()
+    return CombinedPool(kept, merged)
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,12 @@ import torch
 from lade import LookaheadDecoder
 from lade.calibration import LatencyModel
 from lade.options import combined_pool
-from pools import CombinedPool, FrequentTokensPool
+from pools import FrequentTokensPool
 from tests.conftest import ARCHITECTURES, hf_greedy, prompt
 from tests.test_batch import hf_batched, left_padded
 
 # a one-token step dearer than a two-token one, as bfloat16 on some CPUs: any guess is worth feeding
 ONE_TOKEN_DEAR = LatencyModel((1, 2, 4, 16), (1.0, 0.95, 1.0, 1.2))
-
-
-def with_frequent_tokens() -> CombinedPool:
-    return CombinedPool({**combined_pool(6, 7, True).sources, "frequent_tokens": FrequentTokensPool()})
 
 
 def test_candidates_are_the_most_frequent_tokens_first_seen_first_among_ties():
@@ -39,7 +35,7 @@ def test_it_ignores_the_branch_and_sits_beside_sources_of_any_ngram():
     assert not pool.fed_by_branch and pool.key_length == 1 and pool.span == 1
     pool.add([[1, 2, 3]])  # the branch's n-grams are not its business
     assert len(pool) == 0
-    combined = with_frequent_tokens()
+    combined = combined_pool(6, 7, True, frequent_tokens=True)
     assert combined.ngram == 6 and "frequent_tokens" in combined.planned
 
 
@@ -47,7 +43,9 @@ def test_it_ignores_the_branch_and_sits_beside_sources_of_any_ngram():
 def test_decoding_with_it_under_auto_is_exact(tiny_models, arch):
     model = tiny_models(arch, "sdpa")
     ids = prompt("random", 5, length=20)
-    decoder = LookaheadDecoder(model, pool=with_frequent_tokens(), latency=ONE_TOKEN_DEAR)
+    decoder = LookaheadDecoder(
+        model, pool=combined_pool(6, 7, True, frequent_tokens=True), latency=ONE_TOKEN_DEAR
+    )
     result = decoder.generate(ids, max_new_tokens=40, eos_token_id=[])
     assert torch.equal(result.sequences, hf_greedy(model, ids, 40))
     # where a one-token step costs more, a step with no other source's candidate verifies one of these
@@ -57,6 +55,8 @@ def test_decoding_with_it_under_auto_is_exact(tiny_models, arch):
 def test_batches_with_it_are_exact(tiny_models):
     model = tiny_models("llama", "sdpa")
     batch, mask = left_padded([9, 14, 6], seed=3)
-    decoder = LookaheadDecoder(model, pool=with_frequent_tokens(), latency=ONE_TOKEN_DEAR)
+    decoder = LookaheadDecoder(
+        model, pool=combined_pool(6, 7, True, frequent_tokens=True), latency=ONE_TOKEN_DEAR
+    )
     out = decoder.generate(batch, attention_mask=mask, max_new_tokens=24, eos_token_id=[])
     assert torch.equal(out.sequences, hf_batched(model, batch, mask, 24))
