@@ -9,6 +9,12 @@ curve); the step runs the plan with the highest predicted rate, and only the cho
 state advances as having run. A source the branch does not feed (``NGramPool.fed_by_branch``) has a
 planner without a branch, so the branch runs only for the sources whose candidates it grows.
 
+Predicted rates are biased in favour of the winner (a source wins where the others predict little,
+and there fares worse than its records' average), so with several sources the chooser also keeps a
+``PolicyTally``: what each way of choosing (every source, each alone, all but one) realizes on the
+steps run; the step runs the pick of the way that has realized the most, when it clearly beats
+choosing among every source.
+
 An ordinary pool is one source: the chooser then just runs its planner's plan. The planners share
 one latency curve, so a step's prices are computed once for all of them (``step_pricer``).
 """
@@ -19,18 +25,22 @@ from collections.abc import Sequence
 
 from lade.acceptance import AcceptanceStats
 from lade.autotune import Planner, StepPlan, step_pricer
+from lade.policy_tally import PolicyTally
 
 NOT_RUN = StepPlan(False, 0, 1, 0.0, 1.0)  # what a planner whose source was not chosen is told ran
 
 
 class SourceChooser:
     """One ``Planner`` per draft source (``planners``, in the pool's source order); the step's plan is
-    the one of the highest predicted tokens per second (ties: the first source)."""
+    the one of the highest predicted tokens per second (ties: the first source), among the sources of
+    the policy that has realized the most (``PolicyTally``; all of them by default, and always
+    without ``follow_leader``)."""
 
-    def __init__(self, planners: Sequence[Planner]):
+    def __init__(self, planners: Sequence[Planner], follow_leader: bool = True):
         if not planners:
             raise ValueError("a source chooser needs at least one planner")
         self.planners = list(planners)
+        self.tally = PolicyTally(len(self.planners)) if follow_leader and len(self.planners) > 1 else None
         self.chosen: list[int] = []  # the source each step verified, in step order (for the metrics)
         self._pricer = None  # this step's prices, shared by the planners until ``adopt``
         self._priced_for = None  # the (rows, context) they are for
@@ -56,19 +66,28 @@ class SourceChooser:
         self._pricer = None
         for planner in self.planners:
             planner.start(rows)
+        if self.tally is not None:
+            self.tally.start(rows)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
         for planner in self.planners:
             planner.keep_rows(rows)
+        if self.tally is not None:
+            self.tally.keep_rows(rows)
 
     def offer(self, source: int, *args, **kwargs) -> None:
         """``Planner.offer`` of ``source``'s planner."""
         self.planners[source].offer(*args, **kwargs)
+        if self.tally is not None:
+            position, candidates = args[:2]
+            self.tally.offer(source, position, candidates, kwargs.get("row", 0))
 
     def resolve(self, sequence: Sequence[int], final: bool = False, row: int = 0) -> None:
         """Score every source's offers that ``row``'s committed ``sequence`` now covers."""
         for planner in self.planners:
             planner.resolve(sequence, final, row)
+        if self.tally is not None:
+            self.tally.resolve(sequence, final, row)
 
     def choose(
         self,
@@ -89,12 +108,16 @@ class SourceChooser:
         return self.planners[source].choose(available, confidence, context, behind, fed, pricer=self._pricer)
 
     def adopt(self, plans: Sequence[StepPlan]) -> int:
-        """The step runs the best of ``plans`` (one per source, from ``choose``): the index of its
-        source. Every planner is told what ran for it (the chosen plan, or ``NOT_RUN``)."""
+        """The step runs the best of ``plans`` (one per source, from ``choose``) among the sources of
+        the leading policy: the index of its source. Every planner is told what ran for it (the
+        chosen plan, or ``NOT_RUN``)."""
         if len(plans) != len(self.planners):
             raise ValueError(f"{len(plans)} plans for {len(self.planners)} sources")
         self._pricer = None  # the next step prices afresh
-        best = max(range(len(plans)), key=lambda s: (plans[s].rate, -s))
+        if self.tally is not None:
+            best = self.tally.pick(plans)
+        else:
+            best = max(range(len(plans)), key=lambda s: (plans[s].rate, -s))
         for source, planner in enumerate(self.planners):
             planner.adopt(plans[source] if source == best else NOT_RUN)
         self.chosen.append(best)
