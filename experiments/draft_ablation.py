@@ -22,7 +22,9 @@ budget on development prompts, ``experiments/results/token_recycling/shapes.md``
 n-gram pool, the suffix tree and Token Recycling's table, their candidates in turn), ``auto`` (the
 default decoder: every source, Token Recycling's table started afresh each call; ``auto`` rows recorded
 before that became the default were of the n-gram pool alone, so such records are not to be resumed
-with ``auto``), ``auto_ngram_pool`` (the former default: auto over the n-gram pool alone),
+with ``auto``), ``auto_predicted_choice`` (the default decoder always verifying the source of the
+highest predicted rate, without ``lade.policy_tally``), ``auto_ngram_pool`` (the former default:
+auto over the n-gram pool alone),
 ``auto_combined`` (auto choosing the source step by step, ``pools.CombinedPool``, the table kept from
 prompt to prompt),
 ``auto_combined_likeliest{M}`` (the same with Token Recycling's likeliest tree of M nodes, default 16),
@@ -108,6 +110,7 @@ def build(name: str, model, options: dict, lookup_k: int | None):
         ),
         "combined": lambda: LookaheadDecoder(model, 7, 5, 7, pool=every_source(5, 7, auto=False)),
         "auto": lambda: LookaheadDecoder(model),
+        "auto_predicted_choice": lambda: LookaheadDecoder(model, follow_policies=False),
         "auto_ngram_pool": lambda: LookaheadDecoder(model, pool=default_pool(6, 7, True, span=AUTO_SPAN)),
     }
     if name.startswith("token_recycling_likeliest"):

@@ -19,10 +19,11 @@ timing noise, and ``host_ms`` adds what the planner does not price. The curve us
 method's (``versus.csv``: ``planned_ratio``, ``modelled_ratio`` with the host time, ``wall_ratio``
 over the whole step as it ran).
 
-Methods: ``auto`` (the default decoder, every draft source), ``auto_only_{source}`` (auto's planner
-with one source: ``lookahead``, ``suffix_tree``, ``token_recycling``), ``auto_without_{source}``
-(every source but that one), ``plain_loop`` (the library's
-one-token loop), ``fixed_W_N_G`` (fixed W, N, G, e.g. the paper's ``fixed_7_5_7``; W=0: pool n-grams
+Methods: ``auto`` (the default decoder, every draft source), ``auto_predicted_choice`` (the same,
+always verifying the source of the highest predicted rate: no ``lade.policy_tally``),
+``auto_only_{source}`` (auto's planner with one source: ``lookahead``, ``suffix_tree``,
+``token_recycling``), ``auto_without_{source}`` (every source but that one), ``plain_loop`` (the
+library's one-token loop), ``fixed_W_N_G`` (fixed W, N, G, e.g. the paper's ``fixed_7_5_7``; W=0: pool n-grams
 only; ``lade.bench_methods.config_decoder``). They alternate per prompt after one warm-up call each.
 Rows go to ``steps.csv`` (one per step: method, dataset, prompt, step, source, fed, committed,
 planned_tokens, planned_s, step_s) and ``stages.csv`` (one per call: seconds per stage) under
@@ -56,6 +57,8 @@ def build(name: str, model, latency: LatencyModel | None = None) -> LookaheadDec
     given (else the curve measured, or cached, for the model)."""
     if name == "auto":
         return LookaheadDecoder(model, latency=latency)
+    if name == "auto_predicted_choice":
+        return LookaheadDecoder(model, latency=latency, follow_policies=False)
     if name == "plain_loop":
         return plain_decoder(model)
     pool = source_subset_pool(name)
@@ -65,7 +68,7 @@ def build(name: str, model, latency: LatencyModel | None = None) -> LookaheadDec
     if name.startswith("fixed_") and len(sizes) == 3 and all(size.isdigit() for size in sizes):
         return config_decoder(model, *(int(size) for size in sizes))
     raise ValueError(
-        f"unknown method {name!r}; one of auto, plain_loop, fixed_W_N_G, "
+        f"unknown method {name!r}; one of auto, auto_predicted_choice, plain_loop, fixed_W_N_G, "
         + ", ".join(f"{prefix}{source}" for prefix in SOURCE_SUBSETS for source in DRAFT_SOURCES)
     )
 

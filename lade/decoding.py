@@ -91,6 +91,10 @@ class LookaheadDecoder:
         planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
             the branch's gain and trial, the candidates' acceptance); default: tuned on dev prompts.
         guess_ceiling: the most candidates an auto G verifies (default 7, ``AUTO_GUESS``).
+        follow_policies: with several draft sources, follow the way of choosing among them (every
+            source, each alone, all but one) that has realized the most tokens per second on the
+            call's steps (``lade.policy_tally``); False: always the source of the highest predicted
+            rate (the ablation).
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -113,8 +117,10 @@ class LookaheadDecoder:
         token_tree: bool = True,
         planner_priors: PlannerPriors | None = None,
         guess_ceiling: int | None = None,
+        follow_policies: bool = True,
     ):
         flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors, guess_ceiling)
+        flags += (follow_policies,)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model

@@ -135,6 +135,8 @@ class DecodingOptions:
         token_tree: candidates are fed as a token trie (a shared prefix once, ``lade.trie``), not as
             separate chains; the same logits and the same accepted tokens, fewer tokens fed.
         priors: what the auto planner assumes until a call has measured it (``lade.priors.PlannerPriors``).
+        follow_policies: among several draft sources, follow the way of choosing that has realized the
+            most on the steps run (``lade.policy_tally``); False: always the highest predicted rate.
     """
 
     window: int
@@ -149,6 +151,7 @@ class DecodingOptions:
     learn_across_calls: bool = False
     token_tree: bool = True
     priors: PlannerPriors = DEFAULT_PRIORS
+    follow_policies: bool = True
 
     @property
     def is_auto(self) -> bool:
@@ -173,6 +176,7 @@ def resolve(
     token_tree: bool = True,
     priors: PlannerPriors | None = None,
     guess_ceiling: int | None = None,
+    follow_policies: bool = True,
 ) -> tuple[DecodingOptions, NGramPool]:
     """The options for these constructor arguments (W, N, G: ``"auto"`` or ints, then the flags of
     ``DecodingOptions``), and the pool to use: the given one, or when ``pool`` is None the default:
@@ -213,5 +217,6 @@ def resolve(
         learn_across_calls,
         token_tree,
         DEFAULT_PRIORS if priors is None else check_priors(priors),
+        follow_policies,
     )
     return options, pool

@@ -121,7 +121,7 @@ def new_planner(
             priors=options.priors,
         )
         planners.append(planner)
-    chooser = SourceChooser(planners)
+    chooser = SourceChooser(planners, follow_policies=options.follow_policies)
     chooser.batch_latency = batch_latency
     return chooser
 

@@ -34,13 +34,13 @@ class SourceChooser:
     """One ``Planner`` per draft source (``planners``, in the pool's source order); the step's plan is
     the one of the highest predicted tokens per second (ties: the first source), among the sources of
     the policy that has realized the most (``PolicyTally``; all of them by default, and always
-    without ``follow_leader``)."""
+    without ``follow_policies``)."""
 
-    def __init__(self, planners: Sequence[Planner], follow_leader: bool = True):
+    def __init__(self, planners: Sequence[Planner], follow_policies: bool = True):
         if not planners:
             raise ValueError("a source chooser needs at least one planner")
         self.planners = list(planners)
-        self.tally = PolicyTally(len(self.planners)) if follow_leader and len(self.planners) > 1 else None
+        self.tally = PolicyTally(len(self.planners)) if follow_policies and len(self.planners) > 1 else None
         self.chosen: list[int] = []  # the source each step verified, in step order (for the metrics)
         self._pricer = None  # this step's prices, shared by the planners until ``adopt``
         self._priced_for = None  # the (rows, context) they are for

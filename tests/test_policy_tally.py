@@ -1,10 +1,15 @@
 """PolicyTally: what fixed ways of choosing among sources realize, and which one the chooser follows."""
 
 import pytest
+import torch
 
+from lade import LookaheadDecoder
 from lade.autotune import StepPlan
+from lade.calibration import LatencyModel
 from lade.policy_tally import PolicyTally, default_policies
 from lade.source_choice import SourceChooser
+from tests.conftest import hf_greedy, prompt
+from tests.test_batch import hf_batched, left_padded
 
 
 def plan(guesses: int, length: int, tokens: float, seconds: float) -> StepPlan:
@@ -111,4 +116,20 @@ def test_the_source_chooser_has_a_tally_only_with_several_sources():
 
     assert SourceChooser([Stub()]).tally is None
     assert SourceChooser([Stub(), Stub()]).tally is not None
-    assert SourceChooser([Stub(), Stub()], follow_leader=False).tally is None
+    assert SourceChooser([Stub(), Stub()], follow_policies=False).tally is None
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_decoding_follows_policies_or_not_and_stays_exact(tiny_models, follow):
+    """The tally changes which source a step verifies, never the output: single and batched calls
+    match HF greedy both ways, on a curve where extra tokens are dear (so the choice matters)."""
+    steep = LatencyModel((1, 2, 4, 8, 16), (1.0, 1.1, 1.6, 1.9, 2.2))
+    model = tiny_models("gpt2", "sdpa")
+    decoder = LookaheadDecoder(model, latency=steep, follow_policies=follow)
+    assert decoder.options.follow_policies is follow
+    ids = prompt("repetitive", 5, length=24)
+    result = decoder.generate(ids, max_new_tokens=64, eos_token_id=[])
+    assert torch.equal(result.sequences, hf_greedy(model, ids, 64))
+    batch, mask = left_padded([9, 14, 6], seed=2)
+    out = decoder.generate(batch, attention_mask=mask, max_new_tokens=40, eos_token_id=[])
+    assert torch.equal(out.sequences, hf_batched(model, batch, mask, 40))
