@@ -75,12 +75,19 @@ class SourceChooser:
         if self.tally is not None:
             self.tally.keep_rows(rows)
 
-    def offer(self, source: int, *args, **kwargs) -> None:
-        """``Planner.offer`` of ``source``'s planner."""
-        self.planners[source].offer(*args, **kwargs)
+    def offer(
+        self,
+        source: int,
+        position: int,
+        candidates: Sequence[Sequence[int]],
+        harvested: Sequence[bool],
+        confidence: int = 0,
+        row: int = 0,
+    ) -> None:
+        """``Planner.offer`` of ``source``'s planner (and the tally's note of the candidates)."""
+        self.planners[source].offer(position, candidates, harvested, confidence, row)
         if self.tally is not None:
-            position, candidates = args[:2]
-            self.tally.offer(source, position, candidates, kwargs.get("row", 0))
+            self.tally.offer(source, position, candidates, row)
 
     def resolve(self, sequence: Sequence[int], final: bool = False, row: int = 0) -> None:
         """Score every source's offers that ``row``'s committed ``sequence`` now covers."""
