@@ -91,10 +91,9 @@ class LookaheadDecoder:
         planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
             the branch's gain and trial, the candidates' acceptance); default: tuned on dev prompts.
         guess_ceiling: the most candidates an auto G verifies (default 7, ``AUTO_GUESS``).
-        follow_policies: with several draft sources, follow the way of choosing among them (every
-            source, each alone, all but one) that has realized the most tokens per second on the
-            call's steps (``lade.policy_tally``); False: always the source of the highest predicted
-            rate (the ablation).
+        follow_policies: with several draft sources, follow the way of choosing among them (every source,
+            each alone, all but one) that realized the most tokens per second on the call's steps
+            (``lade.policy_tally``); False: always the source of the highest predicted rate (the ablation).
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """
@@ -119,8 +118,8 @@ class LookaheadDecoder:
         guess_ceiling: int | None = None,
         follow_policies: bool = True,
     ):
-        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors, guess_ceiling)
-        flags += (follow_policies,)
+        flags = (lean_logits, shared_pool, learn_across_calls, token_tree, planner_priors)
+        flags += (guess_ceiling, follow_policies)
         self.options, self.pool = resolve_options(window, ngram, guess, proposer, pool, *flags)
         self.window, self.ngram, self.guess = self.options.window, self.options.ngram, self.options.guess
         self.model = model
@@ -215,7 +214,8 @@ class LookaheadDecoder:
             stopping_criteria,
             prefix_allowed_tokens_fn,
             streamer,
-            defaults=self.call_defaults,
+            # a given verifier's settings (a SamplingVerifier's do_sample=True, temperature) under the call's
+            defaults=self.verifier.generation_defaults() if self._verifier_given else {},
             **kwargs,
         )
         if max_new_tokens == 0:
@@ -246,12 +246,6 @@ class LookaheadDecoder:
         if hasattr(settings.streamer, "end"):
             settings.streamer.end()
         return assemble(settings, session.rows, session.metrics, started)
-
-    @property
-    def call_defaults(self) -> dict:
-        """``generate`` keyword arguments this decoder stands for: those of a verifier it was given
-        (e.g. a ``SamplingVerifier``'s ``do_sample=True`` and ``temperature``), under a call's own."""
-        return self.verifier.generation_defaults() if self._verifier_given else {}
 
     def _planner(self, proposer: Proposer, rows: int) -> SourceChooser:
         """A call's planner (``proposer``: a started row proposer): a new one, or with
