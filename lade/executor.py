@@ -125,23 +125,24 @@ class StepExecutor:
             self._rows[key] = torch.tensor(rows, device=self.device)
         return self._rows[key]
 
-    def prefill(self, tokens: torch.Tensor, slots: KeySlots, cache) -> None:
+    def prefill(self, tokens: torch.Tensor, slots: KeySlots, cache) -> torch.Tensor:
         """Run the model over prompts [B, T] into an empty cache; ``slots``: what the cache will hold
-        (``KeySlots.of_prompts``). One row without padding runs under the model's own causal (and
-        sliding-window) masking: a plain chain needs no tree mask, and attention kernels run it faster
-        than an explicit [T, T] mask (``python experiments/ab_prefill.py``); flex attention gets the
-        chain's mask from us, as every step's (see ``lade.flex``). Left-padded rows get a mask in which
-        a padding query sees only itself (no query row is empty) and real tokens see the real tokens
-        before them."""
+        (``KeySlots.of_prompts``). Returns the logits after each prompt's last token [B, 1, V] (the
+        first new token's, as ``generate`` reads them from its prefill). One row without padding runs
+        under the model's own causal (and sliding-window) masking: a plain chain needs no tree mask,
+        and attention kernels run it faster than an explicit [T, T] mask (``python
+        experiments/ab_prefill.py``); flex attention gets the chain's mask from us, as every step's
+        (see ``lade.flex``). Left-padded rows get a mask in which a padding query sees only itself (no
+        query row is empty) and real tokens see the real tokens before them."""
         size = tokens.shape[1]
+        last = torch.tensor([size - 1], device=tokens.device)
         if slots.exact and not self.flex:
             extra = {"logits_to_keep": 1} if self.keeps_logits else {}
             positions = torch.arange(size, device=tokens.device)[None]
-            self.model(input_ids=tokens, position_ids=positions, cache=cache, use_cache=True, **extra)
-            return
+            out = self.model(input_ids=tokens, position_ids=positions, cache=cache, use_cache=True, **extra)
+            return out.logits[:, -1:]
         if slots.exact:
-            self.step(tokens, self.chain(size), KeySlots(0), cache, None)
-            return
+            return self.step(tokens, self.chain(size), KeySlots(0), cache, last)
         chain = torch.ones(size, size, dtype=torch.bool, device=tokens.device).tril_()
         diagonal = torch.eye(size, dtype=torch.bool, device=tokens.device)
         empty = KeySlots(0, slots.valid[:, :0], slots.positions[:, :0], slots.counts)
@@ -150,7 +151,7 @@ class StepExecutor:
             return (visible & slots.valid[:, None, :]) | diagonal
 
         masks = self._batch_masks(chain, empty, slots.positions, real_keys_only)
-        self._run(tokens, slots.positions, masks, cache, None)
+        return self._run(tokens, slots.positions, masks, cache, last)
 
     def step(
         self,

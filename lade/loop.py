@@ -53,8 +53,9 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
     prefill_start = time.perf_counter()
     cache = new_cache()
     slots = KeySlots.of_prompts(valid)
-    if ids.shape[1] > 1:  # the last prompt token of every row is fed by the first step
-        executor.prefill(ids[:, :-1], slots, cache)
+    # The prefill is the first step's forward pass: its logits after the last prompt token give the
+    # first new token, as in generate (feeding that token again in a step would cost a forward more).
+    first_logits = executor.prefill(ids, slots, cache)  # [B, 1, V]
     metrics.prefill_s = time.perf_counter() - prefill_start
 
     key_length = getattr(session.rows[0].pool, "key_length", 1)
@@ -64,7 +65,12 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         step_started = timer.now()
         recorded = _step_metrics(metrics, active)  # where this step's per-pass values go
         contexts = [row.committed[-key_length:] for row in active]
-        plan, offered, source = _plan(session, active, contexts, slots.length + 1)
+        from_prefill = first_logits is not None  # the first step: its forward was the prefill
+        if not from_prefill:
+            plan, offered, source = _plan(session, active, contexts, slots.length + 1)
+        else:  # a plain step, its logits the prefill's, its root already cached
+            plan, offered = _first_plan(session, len(active), slots.length), [[] for _ in active]
+            source = "plain" if planner is not None and len(planner.planners) > 1 else None
         if source is not None:
             metrics.source_steps[source] += 1
         if planner is not None:  # what the plan expects, beside what the step then commits and takes
@@ -92,9 +98,12 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         read_rows = executor.rows_read(layout, read)
         timer.lap("propose")
 
-        logits = executor.step(
-            tokens, layout, slots, cache, read_rows, session.buffers, timer, row_layouts
-        )  # [B', R, V]
+        if from_prefill:
+            logits, first_logits = first_logits, None
+        else:
+            logits = executor.step(
+                tokens, layout, slots, cache, read_rows, session.buffers, timer, row_layouts
+            )  # [B', R, V]
         metrics.forward_passes += 1
         timer.lap("forward")
 
@@ -131,7 +140,8 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
 
         still = [i for i, row in enumerate(active) if not row.finished]
         if still:
-            slots.commit(cache, layout.size, keep)
+            if not from_prefill:  # the prefill cached the prompts whole
+                slots.commit(cache, layout.size, keep)
             if len(still) < len(active):  # finished rows leave the batch
                 slots.keep_rows(cache, still)
                 if planner is not None:
@@ -189,6 +199,15 @@ def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[Ste
     if len(plans) > 1:
         source = draft_names(active[0].pool)[chosen] if ran.guesses or ran.branch else "plain"
     return ran, offers[chosen], source
+
+
+def _first_plan(session: DecodingSession, rows: int, context: int) -> StepPlan:
+    """The plan of the step whose forward was the prefill: plain (``rows`` rows, ``context`` tokens
+    cached), priced as the planner prices a plain step (so planned rates count it as before)."""
+    planner = session.planner
+    if planner is None:
+        return StepPlan(False, 0, session.options.candidate_length, 0.0, 0.0, session.options.window)
+    return planner.plain_plan(rows, context)
 
 
 def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:

@@ -59,12 +59,12 @@ class KeySlots:
 
     @classmethod
     def of_prompts(cls, valid: torch.Tensor) -> KeySlots:
-        """The slots after a prefill of left-padded prompts but their last tokens; ``valid`` [B, T]
-        is False at padding. One row without padding keeps no masks (the fast path)."""
+        """The slots after a prefill of left-padded prompts; ``valid`` [B, T] is False at padding. One
+        row without padding keeps no masks (the fast path)."""
         if valid.shape[0] == 1 and bool(valid.all()):
-            return cls(valid.shape[1] - 1)
+            return cls(valid.shape[1])
         positions = (valid.long().cumsum(1) - 1).clamp(min=0)
-        return cls(valid.shape[1] - 1, valid[:, :-1], positions[:, :-1], valid[:, :-1].sum(1))
+        return cls(valid.shape[1], valid, positions, valid.sum(1))
 
     @property
     def exact(self) -> bool:

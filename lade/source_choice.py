@@ -114,6 +114,13 @@ class SourceChooser:
             self._priced_for = (rows, context)
         return self.planners[source].choose(available, confidence, context, behind, fed, pricer=self._pricer)
 
+    def plain_plan(self, rows: int, context: int) -> StepPlan:
+        """What a plain step (no branch, no candidates) of ``rows`` rows, the last after ``context``
+        cached tokens, is expected to commit and cost; no planner state changes."""
+        first = self.planners[0]
+        seconds = step_pricer(first.latency, first.batch_latency, rows, context)(1)
+        return StepPlan(False, 0, 1, float(rows), seconds)
+
     def adopt(self, plans: Sequence[StepPlan]) -> int:
         """The step runs the best of ``plans`` (one per source, from ``choose``) among the sources of
         the leading policy: the index of its source. Every planner is told what ran for it (the

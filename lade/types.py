@@ -111,9 +111,11 @@ STEP_STAGES = ("pool", "propose", "mask", "forward", "verify", "update", "commit
 class DecodingMetrics:
     """Counters and timings of one ``generate`` call.
 
-    ``steps`` counts decoding steps after the prefill (in a batch: steps of each row, summed over
+    ``steps`` counts decoding steps, the first of which is the prefill: its logits after the prompt
+    give the first new token, as in ``generate`` (its stage times are the verification and update
+    of that token; the prefill's wall time is ``prefill_s``). In a batch: steps of each row, summed over
     the rows, while ``forward_passes`` counts the batch's forward passes; they are equal for one
-    sequence); ``compression_ratio`` is ``new_tokens / steps`` (1.0 for plain autoregressive decoding).
+    sequence; ``compression_ratio`` is ``new_tokens / steps`` (1.0 for plain autoregressive decoding).
     ``accepted_histogram[k]`` is the number of steps that committed ``k`` tokens (1..N). ``time_s``
     splits the wall time of the decoding steps into stages (``STEP_STAGES``: pool lookup, propose,
     mask, forward, verify, update, cache commit); ``prefill_s`` and ``total_s`` are wall times of the

@@ -39,11 +39,24 @@ def test_a_lookahead_decoder_feeds_what_its_steps_report_and_hooks_are_removed(m
         result = decoder.generate(ids, max_new_tokens=20)
     steps = result.metrics.step_sizes
     prefill = log.calls[0]
-    assert prefill.cached == 0 and prefill.tokens == ids.shape[1] - 1  # the last prompt token is step 1's
-    assert [c.tokens for c in log.calls[1:]] == steps
+    assert prefill.cached == 0 and prefill.tokens == ids.shape[1]  # step 1's forward: its logits give token 1
+    assert [c.tokens for c in log.calls[1:]] == steps[1:]
     cached = [c.cached for c in log.calls[1:]]
-    assert cached[0] == ids.shape[1] - 1 and cached == sorted(cached)  # the cache holds committed tokens only
+    assert cached[0] == ids.shape[1] and cached == sorted(cached)  # the cache holds committed tokens only
     assert cached[-1] == ids.shape[1] - 1 + sum(result.metrics.tokens_per_step[:-1])
     calls = len(log.calls)
     decoder.generate(ids, max_new_tokens=4)
     assert len(log.calls) == calls  # detached on exit
+
+
+def test_a_call_of_n_tokens_runs_n_forward_passes_as_generate_does(model):
+    # the first new token comes from the prefill's logits: no forward pass feeds the last prompt token again
+    ids = torch.arange(1, 9).repeat(3)[None]
+    decoder = LookaheadDecoder(model, 3, 3, 0)  # G = 0: one token per step
+    decoder.generate(ids, max_new_tokens=2)  # the first call also runs the self-check's forwards
+    for new in (1, 5):
+        with ForwardLog(model) as log:
+            result = decoder.generate(ids, max_new_tokens=new, eos_token_id=[])
+        with ForwardLog(model) as reference:
+            model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, do_sample=False)
+        assert len(log.calls) == len(reference.calls) == new == result.metrics.forward_passes

@@ -225,9 +225,9 @@ def test_scores_and_logits_match_generates(llama, sample):
     ids = prompt("repetitive", 14)
     options = {"max_new_tokens": 20, "repetition_penalty": 1.2, "return_dict_in_generate": True}
     options |= {"output_scores": True, "output_logits": True, "do_sample": sample}
-    torch.manual_seed(5)
+    torch.manual_seed(11)
     reference = llama.generate(ids, **options)
-    torch.manual_seed(5)
+    torch.manual_seed(11)
     result = decoder(llama, (5, 4, 5)).generate(ids, **options)
     if sample:  # the same distributions at the positions both sampled alike
         same = int((result.sequences[0] == reference.sequences[0]).cumprod(0).sum()) - ids.shape[1]

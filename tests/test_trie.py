@@ -83,10 +83,10 @@ def test_padding_adds_fillers_below_the_root():
 def test_tries_accept_what_chains_accept_for_fewer_tokens(tiny_models, arch):
     model = tiny_models(arch, "sdpa")
     ids = prompt("repetitive", 5, length=24)
-    reference = hf_greedy(model, ids, 40)
+    reference = hf_greedy(model, ids, 60)
     results = {
         tree: LookaheadDecoder(model, 3, 4, 6, token_tree=tree).generate(
-            ids, max_new_tokens=40, eos_token_id=[]
+            ids, max_new_tokens=60, eos_token_id=[]
         )
         for tree in (True, False)
     }
