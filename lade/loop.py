@@ -3,7 +3,9 @@ pools and verifiers plug in.
 
 One step = one forward pass of the unmodified model over ``[last token | lookahead branch |
 verification branch]`` (``lade.layout``) for every row still decoding, with explicit positions and a
-4D mask against a cache holding the committed prefixes (``lade.executor``). The verifier commits at
+4D mask against a cache holding the committed prefixes (``lade.executor``); the first step's forward
+pass is the prefill itself, whose logits after the prompt give the first token (as in ``generate``:
+a call of n tokens runs at most n forward passes). The verifier commits at
 least one token per row; each row's proposer advances its window and harvests n-grams into its
 pool; the cache keeps the accepted tokens' keys/values (``lade.slots``). A batch shares one step
 layout per forward pass: the lookahead branch and the candidate count and length are the same for
