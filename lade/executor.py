@@ -135,12 +135,12 @@ class StepExecutor:
         (see ``lade.flex``). Left-padded rows get a mask in which a padding query sees only itself (no
         query row is empty) and real tokens see the real tokens before them."""
         size = tokens.shape[1]
-        last = torch.tensor([size - 1], device=tokens.device)
         if slots.exact and not self.flex:
             extra = {"logits_to_keep": 1} if self.keeps_logits else {}
             positions = torch.arange(size, device=tokens.device)[None]
             out = self.model(input_ids=tokens, position_ids=positions, cache=cache, use_cache=True, **extra)
             return out.logits[:, -1:]
+        last = torch.tensor([size - 1], device=tokens.device)  # the one row whose logits are read
         if slots.exact:
             return self.step(tokens, self.chain(size), KeySlots(0), cache, last)
         chain = torch.ones(size, size, dtype=torch.bool, device=tokens.device).tril_()

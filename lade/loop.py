@@ -68,11 +68,10 @@ def decode(session: DecodingSession, executor: StepExecutor) -> None:
         recorded = _step_metrics(metrics, active)  # where this step's per-pass values go
         contexts = [row.committed[-key_length:] for row in active]
         from_prefill = first_logits is not None  # the first step: its forward was the prefill
-        if not from_prefill:
+        if from_prefill:  # a plain step, its logits the prefill's, its root already cached
+            plan, offered, source = _first_plan(session, len(active), slots.length)
+        else:
             plan, offered, source = _plan(session, active, contexts, slots.length + 1)
-        else:  # a plain step, its logits the prefill's, its root already cached
-            plan, offered = _first_plan(session, len(active), slots.length), [[] for _ in active]
-            source = "plain" if planner is not None and len(planner.planners) > 1 else None
         if source is not None:
             metrics.source_steps[source] += 1
         if planner is not None:  # what the plan expects, beside what the step then commits and takes
@@ -203,13 +202,15 @@ def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[Ste
     return ran, offers[chosen], source
 
 
-def _first_plan(session: DecodingSession, rows: int, context: int) -> StepPlan:
-    """The plan of the step whose forward was the prefill: plain (``rows`` rows, ``context`` tokens
-    cached), priced as the planner prices a plain step (so planned rates count it as before)."""
-    planner = session.planner
+def _first_plan(session: DecodingSession, rows: int, context: int) -> tuple[StepPlan, list, str | None]:
+    """``_plan``'s answer for the step whose forward was the prefill: a plain step of ``rows`` rows
+    (``context`` tokens cached) verifying nothing, priced as the planner prices a plain step (so
+    planned rates count it as before); its source ``"plain"`` where the planner chooses among several."""
+    planner, options = session.planner, session.options
+    nothing = [[] for _ in range(rows)]
     if planner is None:
-        return StepPlan(False, 0, session.options.candidate_length, 0.0, 0.0, session.options.window)
-    return planner.plain_plan(rows, context)
+        return StepPlan(False, 0, options.candidate_length, 0.0, 0.0, options.window), nothing, None
+    return planner.plain_plan(rows, context), nothing, "plain" if len(planner.planners) > 1 else None
 
 
 def _levels(session: DecodingSession, active: list[SequenceState], plan: StepPlan, device) -> torch.Tensor:
