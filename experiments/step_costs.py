@@ -16,8 +16,8 @@ prompts alone: the tokens per second of *planned* forward time (``planned_tokens
 committed over the curve's price of the steps run) then compares the methods' decisions without
 timing noise, and ``host_ms`` adds what the planner does not price. The curve used is written to
 ``latency_curve.json`` under ``--out`` either way; ``--versus`` adds each method's ratios to one
-method's (``versus.csv``: ``planned_ratio``, ``modelled_ratio`` with the host time, ``wall_ratio``
-over the whole step as it ran).
+method's (``versus.csv``: ``planned_ratio`` with its 95% bootstrap interval over prompts,
+``modelled_ratio`` with the host time, ``wall_ratio`` over the whole step as it ran).
 
 Methods: ``auto`` (the default decoder, every draft source), ``auto_predicted_choice`` (the same,
 always verifying the source of the highest predicted rate: no ``lade.policy_tally``),
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from lade.decoding import LookaheadDecoder
 from lade.figures import markdown_table
 from lade.machine import cpu_description
 from lade.options import DRAFT_SOURCES
+from lade.suite_report import bootstrap_throughput_ratio
 from lade.types import STEP_STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,10 +141,11 @@ def summary(steps: pd.DataFrame, stages: pd.DataFrame) -> pd.DataFrame:
     return table[columns].round(3).reset_index()
 
 
-def versus(table: pd.DataFrame, method: str) -> pd.DataFrame:
+def versus(table: pd.DataFrame, method: str, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per dataset and method, ``summary``'s tokens per second over ``method``'s on the same dataset:
     over the whole step (``wall_ratio``), the planned forward alone (``planned_ratio``) and it with the
-    measured host time (``modelled_ratio``)."""
+    measured host time (``modelled_ratio``). With ``steps``, ``planned_ratio``'s 95% bootstrap interval
+    over the prompts both methods ran (``planned_ratio_ci_low``, ``_high``; ``lade.suite_report``)."""
     if method not in set(table["method"]):
         raise ValueError(f"--versus {method!r} is not among the methods run")
     base = table[table["method"] == method].set_index("dataset")
@@ -153,7 +156,24 @@ def versus(table: pd.DataFrame, method: str) -> pd.DataFrame:
         ("modelled_ratio", "modelled_tokens_per_s"),
     ):
         ratios[column] = (table[rate] / table["dataset"].map(base[rate])).round(3)
+    if steps is not None:
+        pairs = ratios[["dataset", "method"]].values
+        intervals = [planned_interval(steps, dataset, name, method) for dataset, name in pairs]
+        ratios[["planned_ratio_ci_low", "planned_ratio_ci_high"]] = pd.DataFrame(intervals).round(3).values
     return ratios
+
+
+def planned_interval(steps: pd.DataFrame, dataset: str, method: str, base: str) -> tuple[float, float]:
+    """95% bootstrap interval over prompts of ``method``'s planned tokens per second over ``base``'s on
+    ``dataset`` (the prompts both ran; NaN without a planner's prices or under two prompts)."""
+    calls = steps[steps["dataset"] == dataset].groupby(["method", "prompt"])[["committed", "planned_s"]]
+    sums = calls.sum(min_count=1)
+    if method not in sums.index or base not in sums.index:
+        return math.nan, math.nan
+    paired = sums.loc[method].join(sums.loc[base], rsuffix="_base", how="inner").dropna()
+    return bootstrap_throughput_ratio(
+        paired["committed"], paired["planned_s"], paired["committed_base"], paired["planned_s_base"]
+    )
 
 
 def by_source(steps: pd.DataFrame) -> pd.DataFrame:
@@ -178,7 +198,7 @@ def render(out: Path, header: str, versus_method: str | None = None) -> str:
     table = summary(steps, stages)
     parts = [header, markdown_table(table), markdown_table(by_source(steps))]
     if versus_method is not None:
-        ratios = versus(table, versus_method)
+        ratios = versus(table, versus_method, steps)
         ratios.to_csv(out / "versus.csv", index=False)
         parts.append(f"Tokens per second over {versus_method}'s (`versus.csv`):\n\n{markdown_table(ratios)}")
     text = "\n\n".join(parts)

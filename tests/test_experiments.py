@@ -324,5 +324,10 @@ def test_step_costs_splits_each_step_and_summarises_it(tmp_path):
     assert ratios.loc["auto", ["wall_ratio", "planned_ratio", "modelled_ratio"]].eq(1.0).all()
     assert ratios.loc["plain_loop", "planned_ratio"] != ratios.loc["plain_loop", "planned_ratio"]  # NaN
     assert ratios.loc["auto_without_token_recycling", "planned_ratio"] > 0
+    interval = ["planned_ratio_ci_low", "planned_ratio_ci_high"]  # bootstrap over the two prompts
+    assert ratios.loc["auto", interval].eq(1.0).all()
+    low, high = ratios.loc["auto_without_token_recycling", interval]
+    assert 0 < low <= high
+    assert ratios.loc["plain_loop", interval].isna().all()
     with pytest.raises(SystemExit):
         step_costs.main([*args, "--versus", "auto_only_lookahead"])
