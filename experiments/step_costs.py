@@ -157,17 +157,17 @@ def versus(table: pd.DataFrame, method: str, steps: pd.DataFrame | None = None) 
     ):
         ratios[column] = (table[rate] / table["dataset"].map(base[rate])).round(3)
     if steps is not None:
+        calls = steps.groupby(["dataset", "method", "prompt"])[["committed", "planned_s"]].sum(min_count=1)
         pairs = ratios[["dataset", "method"]].values
-        intervals = [planned_interval(steps, dataset, name, method) for dataset, name in pairs]
+        intervals = [planned_interval(calls.loc[dataset], name, method) for dataset, name in pairs]
         ratios[["planned_ratio_ci_low", "planned_ratio_ci_high"]] = pd.DataFrame(intervals).round(3).values
     return ratios
 
 
-def planned_interval(steps: pd.DataFrame, dataset: str, method: str, base: str) -> tuple[float, float]:
-    """95% bootstrap interval over prompts of ``method``'s planned tokens per second over ``base``'s on
-    ``dataset`` (the prompts both ran; NaN without a planner's prices or under two prompts)."""
-    calls = steps[steps["dataset"] == dataset].groupby(["method", "prompt"])[["committed", "planned_s"]]
-    sums = calls.sum(min_count=1)
+def planned_interval(sums: pd.DataFrame, method: str, base: str) -> tuple[float, float]:
+    """95% bootstrap interval over prompts of ``method``'s planned tokens per second over ``base``'s,
+    from one dataset's per-call ``sums`` (index method, prompt; columns committed, planned_s): the
+    prompts both ran; NaN without a planner's prices or under two prompts."""
     if method not in sums.index or base not in sums.index:
         return math.nan, math.nan
     paired = sums.loc[method].join(sums.loc[base], rsuffix="_base", how="inner").dropna()
