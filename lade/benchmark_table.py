@@ -6,6 +6,9 @@ The records live in ``records/{model}-{dtype}-{tokens}/`` (one setting each): ``
 ``sampling.csv`` hold one row per prompt and method (``lade.suite.COLUMNS``) and ``runs.jsonl`` each
 invocation's command and machine. A record's method name carries its settings
 (``hf_prompt_lookup_tuned_k5``, ``auto_t0.7``); ``describe`` splits it into the table's columns.
+Of the greedy rows' agreement with HF greedy, ``identical`` counts the identical outputs and
+``near_tie`` the identical ones *and* those first diverging at a near-tie (``lade.divergence``), so
+``near_tie >= identical``; the Markdown cell shows ``identical/prompts (near_tie - identical near-tie)``.
 """
 
 from __future__ import annotations
