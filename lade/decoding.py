@@ -91,9 +91,9 @@ class LookaheadDecoder:
         planner_priors: what auto assumes until a call has measured it (``lade.priors.PlannerPriors``:
             the branch's gain and trial, the candidates' acceptance); default: tuned on dev prompts.
         guess_ceiling: the most candidates an auto G verifies (default 7, ``AUTO_GUESS``).
-        follow_policies: with several draft sources, follow the way of choosing among them (every source,
-            each alone, all but one) that realized the most tokens per second on the call's steps
-            (``lade.policy_tally``); False: always the source of the highest predicted rate (the ablation).
+        follow_policies: with several draft sources, follow the way of choosing that realized the most
+            on the call's steps (``lade.policy_tally``), or the suffix tree alone once its replay beats
+            the call (``lade.solo_replay``); False: always the highest predicted rate (the ablation).
 
     The auto choices (``lade.autotune.Planner``) never change the output, only its speed.
     """

@@ -132,6 +132,13 @@ class NGramPool(ABC):
     def reset(self) -> None:  # noqa: B027
         """Forget everything."""
 
+    def text_replica(self) -> NGramPool | None:
+        """A pool that serves from now on exactly what this one would, fed the same text, without
+        changing this one (for replaying this source alone, ``lade.solo_replay``); None (the
+        default) where the candidates depend on more than the committed text (the branch's n-grams,
+        the model's logits)."""
+        return None
+
 
 class Verifier(ABC):
     """Decides which tokens to commit from the model's logits over the verification branch.

@@ -30,6 +30,7 @@ from lade.executor import StepExecutor
 from lade.sequence import SequenceState
 from lade.session import DecodingSession
 from lade.slots import KeySlots
+from lade.source_choice import NOT_RUN
 from lade.timer import StageTimer
 from lade.trie import trie_sizes
 from lade.verification_branch import verification_branch
@@ -179,6 +180,10 @@ def _plan(session: DecodingSession, active, contexts, context: int) -> tuple[Ste
     behind = [tokens == max(left) for tokens in left]
     plans, offers = [], []
     for source in range(len(planner.planners)):
+        if planner.alone not in (None, source):  # the call follows one source alone: no other is asked
+            plans.append(NOT_RUN)
+            offers.append([])
+            continue
         offered, confidences = [], []
         for i, (row, context_tokens) in enumerate(zip(active, contexts, strict=True)):
             pool = draft_sources(row.pool)[source]

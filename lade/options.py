@@ -136,7 +136,8 @@ class DecodingOptions:
             separate chains; the same logits and the same accepted tokens, fewer tokens fed.
         priors: what the auto planner assumes until a call has measured it (``lade.priors.PlannerPriors``).
         follow_policies: among several draft sources, follow the way of choosing that has realized the
-            most on the steps run (``lade.policy_tally``); False: always the highest predicted rate.
+            most on the steps run (``lade.policy_tally``) or a text-only source alone once its replay
+            beats the call (``lade.solo_replay``); False: always the highest predicted rate.
     """
 
     window: int

@@ -86,7 +86,7 @@ def open_session(
     planner = None
     if make_planner is not None:
         planner = make_planner(rows[0].proposer, batch)
-        planner.start(batch)
+        planner.start(batch, draft_sources(rows[0].pool) if batch == 1 else None)
     return DecodingSession(settings, options, rows, verifier, planner, metrics)
 
 
@@ -121,7 +121,7 @@ def new_planner(
             priors=options.priors,
         )
         planners.append(planner)
-    chooser = SourceChooser(planners, follow_policies=options.follow_policies)
+    chooser = SourceChooser(planners, follow_policies=options.follow_policies, token_tree=options.token_tree)
     chooser.batch_latency = batch_latency
     return chooser
 

@@ -14,6 +14,7 @@ global index holds at most ``global_tokens`` tokens, the oldest outputs dropped 
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
@@ -169,6 +170,14 @@ class SuffixTreePool(NGramPool):
             [],
         )
         self._prompt_length = 0
+
+    def text_replica(self) -> SuffixTreePool:
+        """This pool as it stands, its call's index copied and the global index shared (a replica
+        only reads it: ``start`` is never called on one)."""
+        replica = copy.copy(self)
+        replica._local = SuffixIndex(self.max_depth)
+        replica._local.extend(self._local.text)
+        return replica
 
     def memory_entries(self) -> int:
         """Entries both indexes hold (tokens of text plus positions): what bounds the pool's memory."""
