@@ -41,12 +41,10 @@ class CostTrace:
         return self.positions[-1]
 
     def step(self, position: int, seconds: float) -> None:
-        """A step that ended at ``position`` took ``seconds`` (priced)."""
-        if position > self.positions[-1]:
-            self.positions.append(position)
-            self.seconds.append(self.seconds[-1] + seconds)
-        else:  # no token committed (cannot happen in a step; kept monotone all the same)
-            self.seconds[-1] += seconds
+        """A step that ended at ``position`` (past the last one: a step commits a token at least)
+        took ``seconds`` (priced)."""
+        self.positions.append(position)
+        self.seconds.append(self.seconds[-1] + seconds)
 
     def cost_at(self, position: int) -> float:
         """Seconds to reach ``position`` (``start <= position <= end``)."""
@@ -79,7 +77,7 @@ class SoloReplay:
         """Run the replay's steps as far as ``sequence`` (the call's committed text) decides them."""
         while self.position < len(sequence):
             if self._step is None:
-                self._step = self._plan(sequence[: self.position])
+                self._step = self._plan(sequence)
             verified, seconds = self._step
             span = max((len(c) for c in verified), default=0)
             actual = sequence[self.position : self.position + span]
@@ -89,19 +87,21 @@ class SoloReplay:
             end = self.position + accepted + 1  # the accepted tokens and the bonus token
             if end > len(sequence):
                 return
-            self.pool.observe(sequence[:end], accepted + 1)
-            self.planner.resolve(sequence[:end])
+            committed = sequence[:end]  # what a run at this point has seen, no more (records included)
+            self.pool.observe(committed, accepted + 1)
+            self.planner.resolve(committed)
             self.position = end
             self.trace.step(end, seconds)
             self._step = None
 
-    def _plan(self, committed: Sequence[int]) -> tuple[list[tuple[int, ...]], float]:
-        """The step at the end of ``committed``: the candidates it verifies and its priced seconds."""
-        planner = self.planner
-        context = committed[-self.pool.key_length :]
+    def _plan(self, sequence: Sequence[int]) -> tuple[list[tuple[int, ...]], float]:
+        """The step at the replay's position of ``sequence``: the candidates it verifies and its priced
+        seconds."""
+        planner, position = self.planner, self.position
+        context = sequence[max(0, position - self.pool.key_length) : position]
         candidates = self.pool.candidates(context, planner.max_guess)
         confidence = self.pool.confidence(context, candidates)
-        planner.offer(len(committed), candidates, self.pool.harvested(context, candidates), confidence)
+        planner.offer(position, candidates, self.pool.harvested(context, candidates), confidence)
         fed = trie_sizes(candidates, planner.max_guess, planner.max_length) if self.token_tree else None
-        plan = planner.plan(len(candidates), confidence, len(committed), None, fed)
+        plan = planner.plan(len(candidates), confidence, position, None, fed)
         return [c[: plan.length] for c in candidates[: plan.guesses]], plan.predicted_seconds

@@ -66,7 +66,7 @@ class SourceChooser:
         self.token_tree = token_tree
         self.replay_margin = replay_margin
         self.replay_tokens = replay_tokens
-        self._replicas: list[tuple[int, NGramPool]] = []  # (source, replica) to replay, until the 1st step
+        self._replica: tuple[int, NGramPool] | None = None  # (source, replica) to replay, until the 1st step
         self._replay: tuple[int, SoloReplay] | None = None
         self._trace: CostTrace | None = None  # the call's own steps, priced
         self._step_seconds: float | None = None  # the latest adopted plan's, until its text is in
@@ -97,13 +97,10 @@ class SourceChooser:
         self.chosen = []
         self._pricer = None
         self._replay, self._trace, self._step_seconds, self.alone = None, None, None, None
-        self._replicas = []
+        self._replica = None
         if self.tally is not None and rows == 1 and pools is not None:
-            for source, pool in enumerate(pools):
-                replica = pool.text_replica()
-                if replica is not None:
-                    self._replicas = [(source, replica)]
-                    break
+            replicas = ((source, pool.text_replica()) for source, pool in enumerate(pools))
+            self._replica = next(((s, r) for s, r in replicas if r is not None), None)
         for planner in self.planners:
             planner.start(rows)
         if self.tally is not None:
@@ -135,7 +132,7 @@ class SourceChooser:
             planner.resolve(sequence, final, row)
         if self.tally is not None:
             self.tally.resolve(sequence, final, row)
-        if row == 0 and (self._replicas or self._replay is not None):
+        if row == 0 and (self._replica is not None or self._replay is not None):
             self._follow_replay(sequence)
 
     def _follow_replay(self, sequence: Sequence[int]) -> None:
@@ -143,8 +140,8 @@ class SourceChooser:
         ``replay_tokens`` tokens, follow that source alone for the rest of the call when it reached
         the same position for ``replay_margin`` times fewer priced seconds than the call's own steps,
         or stop replaying when the call's steps took ``replay_margin`` times fewer."""
-        if self._replicas:  # the call's first step (the prefill's token) is in: both start here
-            (source, replica), self._replicas = self._replicas[0], []
+        if self._replica is not None:  # the call's first step (the prefill's token) is in: both start here
+            (source, replica), self._replica = self._replica, None
             replica.observe(sequence, 1)  # the prefill's step commits one token
             planner = copy.deepcopy(self.planners[source])
             planner.start(1)

@@ -120,10 +120,10 @@ def test_no_replay_in_batches_without_a_tally_or_without_a_text_only_source():
     sources = draft_sources(pool)
     chooser = SourceChooser([Planner(STEEP, 0, 5, 7, 10) for _ in sources])
     chooser.start(2, sources)
-    assert chooser._replicas == []
+    assert chooser._replica is None
     chooser = SourceChooser([Planner(STEEP, 0, 5, 7, 10) for _ in sources], follow_policies=False)
     chooser.start(1, sources)
-    assert chooser._replicas == []
+    assert chooser._replica is None
     assert [s.text_replica() is not None for s in sources] == [n == "suffix_tree" for n in draft_names(pool)]
 
 
