@@ -331,3 +331,38 @@ def test_step_costs_splits_each_step_and_summarises_it(tmp_path):
     assert ratios.loc["plain_loop", interval].isna().all()
     with pytest.raises(SystemExit):
         step_costs.main([*args, "--versus", "auto_only_lookahead"])
+
+
+def test_switch_rules_simulate_a_switch_from_priced_steps(tmp_path):
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        import switch_rules
+    finally:
+        sys.path.remove(str(REPO / "experiments"))
+    # the call commits 2 tokens per 1 s step; the suffix tree alone 1 token per 1 s for its first 9
+    # tokens, then 4 per 1 s: from the first token on, it first leads at position 29 (13 s against 14 s)
+    call = switch_rules.PricedTrace.of_steps([1] + [2] * 20, [1.0] * 21)
+    alone = switch_rules.PricedTrace.of_steps([1] * 9 + [4] * 8, [1.0] * 17)
+    assert (call.length, alone.length, call.at(2), alone.at(11)) == (41, 41, 1.5, 9.5)
+    assert switch_rules.cumulative(4, 1.0, stop=False)(call, alone) == 29
+    assert switch_rules.cumulative(4, 1.0, stop=True)(call, alone) is None  # the call led first
+    assert switch_rules.cumulative(30, 1.5, stop=False)(call, alone) is None  # never 1.5 times cheaper
+    best = switch_rules.oracle(call, alone)
+    assert switch_rules.switched_cost(call, alone, best) == min(
+        switch_rules.switched_cost(call, alone, p) for p in range(call.length + 1)
+    )
+    assert switch_rules.switched_cost(call, alone, None) == call.total == 21.0
+    # the script: per dataset the alone's seconds over the call's under each rule, the 'alone' rule 1
+    steps = pd.DataFrame(
+        [("auto", "qa", 0, i, k, s) for i, (k, s) in enumerate(zip([1] + [2] * 20, [1.0] * 21, strict=True))]
+        + [(switch_rules.ALONE, "qa", 0, i, k, 1.0) for i, k in enumerate([1] * 9 + [4] * 8)],
+        columns=["method", "dataset", "prompt", "step", "committed", "planned_s"],
+    )
+    steps.to_csv(tmp_path / "steps.csv", index=False)
+    switch_rules.main(["--before", str(tmp_path), "--after", str(tmp_path), "--out", str(tmp_path / "out")])
+    results = pd.read_csv(tmp_path / "out" / "switch_rules.csv").set_index(["run", "rule", "dataset"])
+    assert results.loc[("before", "alone", "qa"), "ratio"] == 1.0
+    ran = results.loc[("after", "the replay as it ran", "qa"), "ratio"]
+    assert results.loc[("before", "none", "qa"), "ratio"] == ran == 17 / 21
+    assert results.loc[("before", "oracle", "geomean"), "ratio"] >= results["ratio"].max() - 1e-12
+    assert "| before | oracle |" in (tmp_path / "out" / "switch_rules.md").read_text()
