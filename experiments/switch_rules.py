@@ -133,7 +133,6 @@ RULES: dict[str, SwitchRule] = {
     },
     **{f"window{w} t16 m{m}": cumulative(16, m, False, w) for w in (32, 64) for m in (1.02, 1.05)},
 }
-REPLAY_RULE = "cumulative t24 m1.05 stop (the replay's)"
 
 
 def traces(steps: pd.DataFrame) -> dict[tuple[str, str, int], PricedTrace]:
