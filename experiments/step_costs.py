@@ -26,7 +26,8 @@ always verifying the source of the highest predicted rate: no ``lade.policy_tall
 library's one-token loop), ``fixed_W_N_G`` (fixed W, N, G, e.g. the paper's ``fixed_7_5_7``; W=0: pool n-grams
 only; ``lade.bench_methods.config_decoder``). They alternate per prompt after one warm-up call each.
 Rows go to ``steps.csv`` (one per step: method, dataset, prompt, step, source, fed, committed,
-planned_tokens, planned_s, step_s) and ``stages.csv`` (one per call: seconds per stage) under
+planned_tokens, planned_s, step_s) and ``stages.csv`` (one per call: seconds per stage, and
+``branch_steps``, the steps that ran the lookahead branch) under
 ``--out``; ``summary.md`` is rendered from them.
 """
 
@@ -239,7 +240,10 @@ def main(argv: list[str] | None = None) -> str:
                 for name in methods[i % len(methods) :] + methods[: i % len(methods)]:
                     out = decoders[name].generate(ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
                     steps += step_rows(out.metrics, name, dataset, i)
-                    stages.append({"method": name, "dataset": dataset, "prompt": i, **out.metrics.time_s})
+                    stages.append(
+                        {"method": name, "dataset": dataset, "prompt": i, **out.metrics.time_s}
+                        | {"branch_steps": out.metrics.branch_steps}
+                    )
                 args.out.mkdir(parents=True, exist_ok=True)  # written per prompt: a killed run keeps them
                 pd.DataFrame(steps).to_csv(args.out / "steps.csv", index=False)
                 pd.DataFrame(stages).to_csv(args.out / "stages.csv", index=False)

@@ -300,6 +300,8 @@ def test_step_costs_splits_each_step_and_summarises_it(tmp_path):
     # every call's steps commit its 12 tokens (a random model does not stop early)
     assert (steps.groupby(["method", "prompt"])["committed"].sum() == 12).all()
     assert steps.loc[steps["method"] == "plain_loop", "fed"].eq(1).all()
+    branch_steps = stages.groupby("method")["branch_steps"].sum()
+    assert branch_steps["plain_loop"] == 0 and branch_steps["fixed_3_3_3"] > 0
     assert steps.loc[steps["method"].isin(["plain_loop", "fixed_3_3_3"]), "planned_s"].isna().all()
     assert steps.loc[steps["method"].str.startswith("auto"), "planned_s"].gt(0).all()
     table = step_costs.summary(steps, stages).set_index("method")
