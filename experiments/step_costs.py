@@ -241,8 +241,13 @@ def main(argv: list[str] | None = None) -> str:
                     out = decoders[name].generate(ids, max_new_tokens=args.max_new_tokens, eos_token_id=eos)
                     steps += step_rows(out.metrics, name, dataset, i)
                     stages.append(
-                        {"method": name, "dataset": dataset, "prompt": i, **out.metrics.time_s}
-                        | {"branch_steps": out.metrics.branch_steps}
+                        {
+                            "method": name,
+                            "dataset": dataset,
+                            "prompt": i,
+                            **out.metrics.time_s,
+                            "branch_steps": out.metrics.branch_steps,
+                        }
                     )
                 args.out.mkdir(parents=True, exist_ok=True)  # written per prompt: a killed run keeps them
                 pd.DataFrame(steps).to_csv(args.out / "steps.csv", index=False)

@@ -31,56 +31,28 @@ tree alone's, ``ratio``; ``dataset = geomean`` the geometric mean over the datas
 from __future__ import annotations
 
 import argparse
-import bisect
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from lade.figures import markdown_table
+from lade.solo_replay import CostTrace
 
 ALONE = "auto_only_suffix_tree"
 
 
-@dataclass
-class PricedTrace:
-    """One call's steps as cumulative positions and priced seconds (``positions[0] = 0``)."""
-
-    positions: list[int]
-    seconds: list[float]
-
-    @classmethod
-    def of_steps(cls, committed, planned_s) -> PricedTrace:
-        positions, seconds = [0], [0.0]
-        for tokens, cost in zip(committed, planned_s, strict=True):
-            positions.append(positions[-1] + int(tokens))
-            seconds.append(seconds[-1] + float(cost))
-        return cls(positions, seconds)
-
-    @property
-    def length(self) -> int:
-        return self.positions[-1]
-
-    @property
-    def total(self) -> float:
-        return self.seconds[-1]
-
-    def at(self, position: float) -> float:
-        """Priced seconds to reach ``position``, interpolated within a step (past the end: all)."""
-        i = bisect.bisect_left(self.positions, position)
-        if i >= len(self.positions):
-            return self.total
-        if self.positions[i] == position:
-            return self.seconds[i]
-        low, high = self.positions[i - 1], self.positions[i]
-        share = (position - low) / (high - low)
-        return self.seconds[i - 1] + (self.seconds[i] - self.seconds[i - 1]) * share
+def priced_trace(committed, planned_s) -> CostTrace:
+    """One call's steps (tokens committed, priced seconds, in step order) as a ``CostTrace`` from 0."""
+    trace = CostTrace(0)
+    for tokens, seconds in zip(committed, planned_s, strict=True):
+        trace.step(trace.end + int(tokens), float(seconds))
+    return trace
 
 
-SwitchRule = Callable[[PricedTrace, PricedTrace], "int | None"]  # (call, alone) -> switch position
+SwitchRule = Callable[[CostTrace, CostTrace], "int | None"]  # (call, alone) -> switch position
 
 
 def cumulative(tokens: int, margin: float, stop: bool, window: int | None = None) -> SwitchRule:
@@ -88,15 +60,15 @@ def cumulative(tokens: int, margin: float, stop: bool, window: int | None = None
     first token, switch when it reached there in ``margin`` times fewer priced seconds than the call
     (over the last ``window`` tokens only, when given); with ``stop``, never switch once the call did."""
 
-    def rule(call: PricedTrace, alone: PricedTrace) -> int | None:
+    def rule(call: CostTrace, alone: CostTrace) -> int | None:
         for position in alone.positions[1:]:
-            if position > call.length:
+            if position > call.end:
                 break
             if position - 1 < tokens:
                 continue
             start = 1 if window is None else max(1, position - window)
-            replayed = alone.at(position) - alone.at(start)
-            run = call.at(position) - call.at(start)
+            replayed = alone.cost_at(position) - alone.cost_at(start)
+            run = call.cost_at(position) - call.cost_at(start)
             if replayed * margin < run:
                 return position
             if stop and run * margin < replayed:
@@ -106,17 +78,17 @@ def cumulative(tokens: int, margin: float, stop: bool, window: int | None = None
     return rule
 
 
-def oracle(call: PricedTrace, alone: PricedTrace) -> int | None:
+def oracle(call: CostTrace, alone: CostTrace) -> int | None:
     """The switch position of least cost, knowing the whole call (none when no switch gains)."""
     best = min(alone.positions, key=lambda p: switched_cost(call, alone, p))
     return best if switched_cost(call, alone, best) < call.total else None
 
 
-def switched_cost(call: PricedTrace, alone: PricedTrace, position: int | None) -> float:
+def switched_cost(call: CostTrace, alone: CostTrace, position: int | None) -> float:
     """The call's priced seconds when it follows the suffix tree alone from ``position`` (None: never)."""
     if position is None:
         return call.total
-    return call.at(position) + alone.total - alone.at(position)
+    return call.cost_at(min(position, call.end)) + alone.total - alone.cost_at(position)
 
 
 RULES: dict[str, SwitchRule] = {
@@ -135,11 +107,11 @@ RULES: dict[str, SwitchRule] = {
 }
 
 
-def traces(steps: pd.DataFrame) -> dict[tuple[str, str, int], PricedTrace]:
+def traces(steps: pd.DataFrame) -> dict[tuple[str, str, int], CostTrace]:
     """(method, dataset, prompt) -> the call's priced trace, from ``steps.csv`` rows in step order."""
     steps = steps.sort_values(["method", "dataset", "prompt", "step"])
     return {
-        key: PricedTrace.of_steps(group["committed"], group["planned_s"])
+        key: priced_trace(group["committed"], group["planned_s"])
         for key, group in steps.groupby(["method", "dataset", "prompt"])
     }
 

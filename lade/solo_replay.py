@@ -37,8 +37,17 @@ class CostTrace:
         self.seconds = [0.0]
 
     @property
+    def start(self) -> int:
+        return self.positions[0]
+
+    @property
     def end(self) -> int:
         return self.positions[-1]
+
+    @property
+    def total(self) -> float:
+        """Seconds to reach ``end``."""
+        return self.seconds[-1]
 
     def step(self, position: int, seconds: float) -> None:
         """A step that ended at ``position`` (past the last one: a step commits a token at least)

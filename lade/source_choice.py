@@ -154,7 +154,7 @@ class SourceChooser:
         source, replay = self._replay
         replay.advance(sequence)
         position = replay.position
-        if position - replay.trace.positions[0] < self.replay_tokens:
+        if position - replay.trace.start < self.replay_tokens:
             return
         replayed, run = replay.trace.cost_at(position), self._trace.cost_at(position)
         if replayed * self.replay_margin < run:

@@ -343,15 +343,15 @@ def test_switch_rules_simulate_a_switch_from_priced_steps(tmp_path):
         sys.path.remove(str(REPO / "experiments"))
     # the call commits 2 tokens per 1 s step; the suffix tree alone 1 token per 1 s for its first 9
     # tokens, then 4 per 1 s: from the first token on, it first leads at position 29 (13 s against 14 s)
-    call = switch_rules.PricedTrace.of_steps([1] + [2] * 20, [1.0] * 21)
-    alone = switch_rules.PricedTrace.of_steps([1] * 9 + [4] * 8, [1.0] * 17)
-    assert (call.length, alone.length, call.at(2), alone.at(11)) == (41, 41, 1.5, 9.5)
+    call = switch_rules.priced_trace([1] + [2] * 20, [1.0] * 21)
+    alone = switch_rules.priced_trace([1] * 9 + [4] * 8, [1.0] * 17)
+    assert (call.end, alone.end, call.cost_at(2), alone.cost_at(11)) == (41, 41, 1.5, 9.5)
     assert switch_rules.cumulative(4, 1.0, stop=False)(call, alone) == 29
     assert switch_rules.cumulative(4, 1.0, stop=True)(call, alone) is None  # the call led first
     assert switch_rules.cumulative(30, 1.5, stop=False)(call, alone) is None  # never 1.5 times cheaper
     best = switch_rules.oracle(call, alone)
     assert switch_rules.switched_cost(call, alone, best) == min(
-        switch_rules.switched_cost(call, alone, p) for p in range(call.length + 1)
+        switch_rules.switched_cost(call, alone, p) for p in range(call.end + 1)
     )
     assert switch_rules.switched_cost(call, alone, None) == call.total == 21.0
     # the script: per dataset the alone's seconds over the call's under each rule, the 'alone' rule 1
